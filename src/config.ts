@@ -1,0 +1,109 @@
+// Settings come from the environment, are validated once at start-up, and are then
+// passed around as this typed object. Nothing else reads process.env.
+
+export type SyncMode = 'full' | 'normal';
+export type Role = 'read' | 'write' | 'admin';
+
+export interface Config {
+  port: number;
+  host: string;
+  dbPath: string;
+  sync: SyncMode;
+  compactIntervalMs: number;
+  minDirtyRatio: number;
+  minCompactionLagMs: number;
+  maxCompactionLagMs: number;
+  tombstoneRetentionMs: number;
+  idempotencyTtlMs: number;
+  maxValueBytes: number;
+  maxSnapshots: number;
+  /** token → role; null when auth is off. */
+  tokens: Map<string, Role> | null;
+  logLevel: string;
+}
+
+/** A setting that cannot be used; the message names the variable. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    detail: string,
+  ) {
+    super(`${variable}: ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const ROLES: readonly Role[] = ['read', 'write', 'admin'];
+
+function raw(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const text = raw(env, name);
+  if (text === undefined) return fallback;
+  if (!/^\d+$/.test(text)) throw new ConfigError(name, `expected a whole number, got "${text}"`);
+  const value = Number(text);
+  if (value < min || value > max) throw new ConfigError(name, `expected ${min} to ${max}, got ${text}`);
+  return value;
+}
+
+function ratio(env: Env, name: string, fallback: number): number {
+  const text = raw(env, name);
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!/^\d*\.?\d+$/.test(text) || value > 1) {
+    throw new ConfigError(name, `expected a number from 0 to 1, got "${text}"`);
+  }
+  return value;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const text = raw(env, name);
+  if (text === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw new ConfigError(name, `expected one of ${allowed.join(', ')}, got "${text}"`);
+  }
+  return text as T;
+}
+
+function parseTokens(env: Env): Map<string, Role> | null {
+  const text = raw(env, 'STATELOG_TOKENS');
+  if (text === undefined) return null;
+  const tokens = new Map<string, Role>();
+  for (const [index, pair] of text.split(',').entries()) {
+    const separator = pair.indexOf(':');
+    const role = pair.slice(0, separator).trim() as Role;
+    const token = pair.slice(separator + 1).trim();
+    // The message names the position, never the token itself.
+    if (separator < 0 || !ROLES.includes(role) || !/^[\x21-\x7e]+$/.test(token)) {
+      throw new ConfigError('STATELOG_TOKENS', `entry ${index + 1} is not "read|write|admin:<token>"`);
+    }
+    if (tokens.has(token)) throw new ConfigError('STATELOG_TOKENS', `entry ${index + 1} repeats a token`);
+    tokens.set(token, role);
+  }
+  return tokens;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host: raw(env, 'HOST') ?? '127.0.0.1',
+    dbPath: raw(env, 'STATELOG_DB') ?? './data/statelog.db',
+    sync: oneOf(env, 'STATELOG_SYNC', ['full', 'normal'], 'full'),
+    compactIntervalMs: integer(env, 'STATELOG_COMPACT_INTERVAL_MS', 60_000, 0),
+    minDirtyRatio: ratio(env, 'STATELOG_MIN_DIRTY_RATIO', 0.5),
+    minCompactionLagMs: integer(env, 'STATELOG_MIN_COMPACTION_LAG_MS', 0, 0),
+    maxCompactionLagMs: integer(env, 'STATELOG_MAX_COMPACTION_LAG_MS', 0, 0),
+    tombstoneRetentionMs: integer(env, 'STATELOG_TOMBSTONE_RETENTION_MS', 86_400_000, 0),
+    idempotencyTtlMs: integer(env, 'STATELOG_IDEMPOTENCY_TTL_MS', 86_400_000, 1),
+    maxValueBytes: integer(env, 'STATELOG_MAX_VALUE_BYTES', 1_048_576, 1, 256 * 1024 * 1024),
+    maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
+    tokens: parseTokens(env),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+  };
+}

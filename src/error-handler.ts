@@ -1,0 +1,55 @@
+// The one place where errors become answers: every status >= 400 carries the
+// contract's body {"error": {"code", "message", ...details}} and never a stack trace.
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, type ErrorCode } from './errors.js';
+
+/** fastify's own errors, by code, as the contract's codes. */
+const FASTIFY_CODES: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_VALIDATION: 'invalid_request',
+  FST_ERR_BAD_URL: 'invalid_request',
+  FST_ERR_ASYNC_CONSTRAINT: 'invalid_request',
+};
+
+/** Any other client error, by status. */
+const STATUS_CODES: Record<number, ErrorCode> = {
+  400: 'invalid_request',
+  404: 'not_found',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'too_many_requests',
+  503: 'unavailable',
+};
+
+export function toApiError(err: FastifyError | Error): ApiError {
+  if (err instanceof ApiError) return err;
+  const fastifyError = err as FastifyError;
+  if (fastifyError.validation) return new ApiError('invalid_request', fastifyError.message);
+  const code = (fastifyError.code && FASTIFY_CODES[fastifyError.code]) ?? STATUS_CODES[fastifyError.statusCode ?? 500];
+  if (code) return new ApiError(code, fastifyError.message);
+  return new ApiError('internal', 'internal error');
+}
+
+export function errorHandler(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const apiError = toApiError(err);
+  if (apiError.statusCode >= 500 && apiError.code !== 'unavailable') {
+    request.log.error({ err }, 'request failed');
+  }
+  return reply.code(apiError.statusCode).headers(apiError.headers).send(apiError.toBody());
+}
+
+const KEY_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
+
+export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  // The router gives up on a key path with a raw '/' or an over-long key: that is a bad
+  // key, not a missing route.
+  if (KEY_METHODS.has(request.method) && request.url.startsWith('/v1/keys/')) {
+    const message = 'a key in the path is percent-encoded (/ as %2F) and at most 512 bytes';
+    return errorHandler(new ApiError('invalid_key', message), request, reply);
+  }
+  return errorHandler(new ApiError('not_found', `no route ${request.method} ${request.url.split('?', 1)[0]}`), request, reply);
+}

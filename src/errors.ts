@@ -1,0 +1,50 @@
+// The contract's error codes, defined once. Everything that answers >= 400 throws an
+// ApiError (or a fastify error that error-handler.ts maps to one).
+
+export const ERROR_STATUS = {
+  invalid_json: 400,
+  invalid_request: 400,
+  invalid_key: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  offset_compacted: 410,
+  offset_ahead: 410,
+  epoch_changed: 410,
+  precondition_failed: 412,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  idempotency_key_reused: 422,
+  not_a_number: 422,
+  too_many_requests: 429,
+  internal: 500,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** Extra members that sit inside `error`, such as currentOffset, index or horizon. */
+export type ErrorDetails = Record<string, unknown>;
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string } & ErrorDetails;
+}
+
+export class ApiError extends Error {
+  readonly statusCode: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: ErrorDetails = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.statusCode = ERROR_STATUS[code];
+  }
+
+  toBody(): ErrorBody {
+    return { error: { code: this.code, message: this.message, ...this.details } };
+  }
+}

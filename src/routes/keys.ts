@@ -1,0 +1,65 @@
+// /v1/keys: read, write, delete and list single keys.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { ApiError } from '../errors.js';
+import { checkKey, checkPrefix } from '../key-rules.js';
+import { etag, notModified, writeCondition } from '../preconditions.js';
+import { entryJson, failureAnswer, jsonAnswer } from '../render.js';
+import { deleteKeySchema, getKeySchema, listKeysSchema, putKeySchema } from '../schemas.js';
+import type { AppServices } from '../services.js';
+import { sendJsonText, submitWrite, valueText } from '../write-request.js';
+
+function encodeCursor(key: string): string {
+  return Buffer.from(key, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  const key = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (key.length === 0 || encodeCursor(key) !== cursor) {
+    throw new ApiError('invalid_request', 'cursor is not one this server gave out');
+  }
+  return key;
+}
+
+export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
+  const { store, batcher, config } = services;
+
+  app.put('/v1/keys/:key', { schema: putKeySchema, bodyLimit: config.maxValueBytes + 64 * 1024 }, async (req, reply) => {
+    const key = checkKey(req.params.key);
+    const value = valueText(req.body.value, config.maxValueBytes);
+    const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
+    return submitWrite(batcher, req, reply, [{ op: 'set', key, value, ...condition }], (outcome) => {
+      if (!outcome.ok) return failureAnswer(outcome.failure, false);
+      const { offset } = outcome.applied[0]!;
+      return jsonAnswer(200, { key, offset }, { etag: etag(offset) });
+    });
+  });
+
+  app.get('/v1/keys/:key', { schema: getKeySchema }, async (req, reply) => {
+    const key = checkKey(req.params.key);
+    const entry = await store.get(key);
+    if (!entry) throw new ApiError('not_found', 'the key has no live value');
+    reply.header('etag', etag(entry.offset));
+    if (notModified(req.headers['if-none-match'], entry.offset)) return reply.code(304).send(null);
+    return sendJsonText(reply, entryJson(entry));
+  });
+
+  app.delete('/v1/keys/:key', { schema: deleteKeySchema }, async (req, reply) => {
+    const key = checkKey(req.params.key);
+    const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
+    return submitWrite(batcher, req, reply, [{ op: 'delete', key, ...condition }], (outcome) => {
+      if (!outcome.ok) return failureAnswer(outcome.failure, false);
+      return jsonAnswer(200, { key, offset: outcome.applied[0]!.offset });
+    });
+  });
+
+  app.get('/v1/keys', { schema: listKeysSchema }, async (req, reply) => {
+    const prefix = checkPrefix(req.query.prefix);
+    const afterKey = req.query.cursor === undefined ? null : decodeCursor(req.query.cursor);
+    const limit = req.query.limit;
+    // One more than asked tells whether there is a next page.
+    const { items, head } = await store.list({ prefix, afterKey, limit: limit + 1 });
+    const page = items.slice(0, limit);
+    const cursor = items.length > limit ? JSON.stringify(encodeCursor(page[page.length - 1]!.key)) : 'null';
+    return sendJsonText(reply, `{"items":[${page.map(entryJson).join(',')}],"cursor":${cursor},"offset":${head}}`);
+  });
+};

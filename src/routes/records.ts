@@ -1,0 +1,50 @@
+// POST /v1/records: an atomic batch of sets, deletes and increments.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { ApiError } from '../errors.js';
+import { checkKey } from '../key-rules.js';
+import { failureAnswer, jsonAnswer } from '../render.js';
+import { postRecordsSchema, type BatchItem, type Static } from '../schemas.js';
+import type { AppServices } from '../services.js';
+import type { WriteOp } from '../store/log-store.js';
+import { submitWrite, valueText } from '../write-request.js';
+
+function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: number): WriteOp {
+  const key = checkKey(item.key, { index });
+  const invalid = (message: string) => new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
+  if (item.ifOffset !== undefined && item.ifAbsent !== undefined) {
+    throw invalid('give ifOffset or ifAbsent, not both');
+  }
+  const condition = {
+    ...(item.ifOffset !== undefined ? { ifOffset: item.ifOffset } : {}),
+    ...(item.ifAbsent ? { ifAbsent: true } : {}),
+  };
+  const hasValue = 'value' in item;
+  switch (item.op ?? 'set') {
+    case 'set':
+      if (!hasValue) throw invalid('a set needs "value"');
+      if (item.by !== undefined) throw invalid('"by" belongs to op "incr"');
+      return { op: 'set', key, value: valueText(item.value, maxValueBytes, { index }), ...condition };
+    case 'delete':
+      if (hasValue || item.by !== undefined) throw invalid('a delete takes no "value" or "by"');
+      return { op: 'delete', key, ...condition };
+    case 'incr':
+      if (hasValue) throw invalid('an incr takes "by", not "value"');
+      if (item.by === undefined) throw invalid('an incr needs "by"');
+      return { op: 'incr', key, by: item.by, ...condition };
+  }
+}
+
+export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
+  const { batcher, config } = services;
+  // A batch may carry several values of the largest size, within reason.
+  const bodyLimit = Math.min(8 * config.maxValueBytes, 1024 * 1024 * 1024) + 64 * 1024;
+
+  app.post('/v1/records', { schema: postRecordsSchema, bodyLimit }, async (req, reply) => {
+    const ops = req.body.records.map((item, index) => toOp(item, index, config.maxValueBytes));
+    return submitWrite(batcher, req, reply, ops, (outcome) => {
+      if (!outcome.ok) return failureAnswer(outcome.failure, true);
+      const records = outcome.applied;
+      return jsonAnswer(200, { records, offset: records[records.length - 1]!.offset });
+    });
+  });
+};

@@ -1,0 +1,139 @@
+// Every request and response schema, in one place. openapi.yaml describes the same
+// shapes; test/openapi.test.ts checks real answers against it.
+import Type from 'typebox';
+
+export const MAX_BATCH_ITEMS = 1000;
+export const MAX_LIST_LIMIT = 1000;
+export const MAX_CHANGES_LIMIT = 10_000;
+export const MAX_WAIT_SECONDS = 60;
+
+const Offset = Type.Integer({ minimum: 0 });
+const JsonValue = Type.Unknown({ description: 'any JSON value' });
+
+export const ErrorBody = Type.Object({
+  error: Type.Object(
+    { code: Type.String(), message: Type.String() },
+    { additionalProperties: true },
+  ),
+});
+
+const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((status) => [status, ErrorBody]));
+
+export const KeyParams = Type.Object({ key: Type.String() });
+
+export const Entry = Type.Object({ key: Type.String(), value: JsonValue, offset: Offset, ts: Type.Integer() });
+const Written = Type.Object({ key: Type.String(), offset: Offset });
+
+// --- keys ---
+
+export const PutKeyBody = Type.Object({ value: JsonValue }, { additionalProperties: false });
+
+export const ListQuery = Type.Object(
+  {
+    prefix: Type.String({ default: '' }),
+    limit: Type.Integer({ minimum: 1, maximum: MAX_LIST_LIMIT, default: 100 }),
+    cursor: Type.Optional(Type.String({ maxLength: 2048 })),
+  },
+  { additionalProperties: false },
+);
+
+export const putKeySchema = {
+  params: KeyParams,
+  body: PutKeyBody,
+  response: { 200: Written, ...errors(400, 401, 403, 412, 413, 415, 422, 503) },
+};
+
+export const getKeySchema = {
+  params: KeyParams,
+  response: { 200: Entry, 304: Type.Null(), ...errors(400, 401, 403, 404, 503) },
+};
+
+export const deleteKeySchema = {
+  params: KeyParams,
+  response: { 200: Written, ...errors(400, 401, 403, 404, 412, 422, 503) },
+};
+
+export const listKeysSchema = {
+  querystring: ListQuery,
+  response: {
+    200: Type.Object({
+      items: Type.Array(Entry),
+      cursor: Type.Union([Type.String(), Type.Null()]),
+      offset: Offset,
+    }),
+    ...errors(400, 401, 403, 503),
+  },
+};
+
+// --- batches ---
+
+/**
+ * One batch item. The kinds (set, delete, incr) are told apart in the handler, which
+ * gives a clearer error with the item's index than a JSON Schema oneOf would.
+ */
+export const BatchItem = Type.Object(
+  {
+    key: Type.String(),
+    op: Type.Optional(Type.Union([Type.Literal('set'), Type.Literal('delete'), Type.Literal('incr')])),
+    value: Type.Optional(JsonValue),
+    by: Type.Optional(Type.Number()),
+    ifOffset: Type.Optional(Offset),
+    ifAbsent: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+
+export const BatchBody = Type.Object(
+  { records: Type.Array(BatchItem, { minItems: 1, maxItems: MAX_BATCH_ITEMS }) },
+  { additionalProperties: false },
+);
+
+export const postRecordsSchema = {
+  body: BatchBody,
+  response: {
+    200: Type.Object({
+      records: Type.Array(
+        Type.Object({ key: Type.String(), offset: Offset, value: Type.Optional(Type.Number()) }),
+      ),
+      offset: Offset,
+    }),
+    ...errors(400, 401, 403, 404, 412, 413, 415, 422, 503),
+  },
+};
+
+// --- stats and operations ---
+
+export const LastCompaction = Type.Object(
+  {
+    startedAt: Type.Integer(),
+    durationMs: Type.Number(),
+    removed: Type.Integer(),
+    tombstonesRemoved: Type.Integer(),
+    horizon: Offset,
+    bytesBefore: Type.Integer(),
+    bytesAfter: Type.Integer(),
+  },
+  { additionalProperties: true },
+);
+
+export const statsSchema = {
+  response: {
+    200: Type.Object({
+      head: Offset,
+      records: Type.Integer(),
+      liveKeys: Type.Integer(),
+      tombstones: Type.Integer(),
+      dirtyRatio: Type.Number(),
+      horizon: Offset,
+      dbBytes: Type.Integer(),
+      lastCompaction: Type.Union([LastCompaction, Type.Null()]),
+    }),
+    ...errors(401, 403, 503),
+  },
+};
+
+export const healthSchema = {
+  response: { 200: Type.Object({ status: Type.String() }), 503: ErrorBody },
+};
+
+export type Static<T extends Type.TSchema> = Type.Static<T>;

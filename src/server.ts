@@ -1,0 +1,41 @@
+// The statelog process: configuration, logging, listening and graceful shutdown.
+import closeWithGrace from 'close-with-grace';
+import { buildApp, type App } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+
+function fail(message: string): never {
+  process.stderr.write(`statelog: ${message}\n`);
+  process.exit(1);
+}
+
+export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
+  let config: Config;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`invalid setting ${err.message}`);
+    throw err;
+  }
+
+  let app: App;
+  try {
+    app = await buildApp(config);
+  } catch (err) {
+    fail(`cannot open the database ${config.dbPath}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+
+  if (!config.tokens) app.log.warn('STATELOG_TOKENS is not set: every route is open to anyone who can connect');
+
+  // SIGTERM/SIGINT: stop accepting, end long polls and streams, finish writes in flight,
+  // checkpoint and close the database, then exit 0 (close-with-grace exits 1 after 10 s).
+  closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+    if (err) app.log.error({ err }, 'fatal error, shutting down');
+    else app.log.info({ signal }, 'shutting down');
+    await app.close();
+  });
+
+  await app.listen({ port: config.port, host: config.host });
+  return app;
+}
+
+await main();

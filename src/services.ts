@@ -1,0 +1,21 @@
+// What the routes are given: built once by app.ts and passed explicitly to each
+// route plugin, so nothing depends on registration order or decorators.
+import type { Config } from './config.js';
+import type { ChangeNotifier } from './change-notifier.js';
+import type { LogStore } from './store/log-store.js';
+import type { WriteBatcher } from './write-batcher.js';
+
+export interface Lifecycle {
+  /** Set when shutdown begins: readiness fails and long polls and streams end. */
+  closing: boolean;
+  /** Aborted when shutdown begins. */
+  readonly shutdown: AbortSignal;
+}
+
+export interface AppServices {
+  config: Config;
+  store: LogStore;
+  batcher: WriteBatcher;
+  notifier: ChangeNotifier;
+  lifecycle: Lifecycle;
+}

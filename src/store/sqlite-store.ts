@@ -1,0 +1,275 @@
+// The embedded SQLite log store. One process owns the file and is its only writer;
+// better-sqlite3 is synchronous, so a commit of a group of requests runs as one
+// uninterrupted transaction on the event loop.
+import { mkdirSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { SyncMode } from '../config.js';
+import { migrate } from './sqlite-migrations.js';
+import type {
+  AppliedOp,
+  Answer,
+  ListQuery,
+  LogPosition,
+  LogStore,
+  StoreCounters,
+  StoredEntry,
+  WriteFailure,
+  WriteOp,
+  WriteRequest,
+  WriteResult,
+} from './log-store.js';
+
+export interface SqliteStoreOptions {
+  path: string;
+  sync: SyncMode;
+  idempotencyTtlMs: number;
+}
+
+interface Meta {
+  epoch: string;
+  head: number;
+  horizon: number;
+  lastTs: number;
+  records: number;
+  stateKeys: number;
+  liveKeys: number;
+}
+
+interface StateRow {
+  seq: number;
+  live: 0 | 1;
+}
+
+/** Thrown inside a request's savepoint to roll back just that request. */
+class Refusal extends Error {
+  constructor(readonly failure: WriteFailure) {
+    super(failure.code);
+  }
+}
+
+/**
+ * The exclusive upper bound of keys that start with `prefix`, in byte order: the
+ * prefix followed by the byte 0xFF, which never occurs in UTF-8, cast to TEXT so
+ * that SQLite compares it with memcmp and can still use the primary key index.
+ */
+export function prefixUpperBound(prefix: string): Buffer {
+  return Buffer.concat([Buffer.from(prefix, 'utf8'), Buffer.from([0xff])]);
+}
+
+export function openDatabase(path: string, sync: SyncMode): Database.Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  // Only takes effect before the first table is created: lets the compactor give
+  // pages back with incremental_vacuum instead of one long VACUUM.
+  db.pragma('auto_vacuum = INCREMENTAL');
+  db.pragma('journal_mode = WAL');
+  // In WAL mode FULL fsyncs the WAL on every commit; NORMAL only at checkpoints.
+  db.pragma(`synchronous = ${sync === 'full' ? 'FULL' : 'NORMAL'}`);
+  db.pragma('busy_timeout = 5000');
+  // A big compaction can swell the WAL; truncate it back after checkpoints.
+  db.pragma('journal_size_limit = 67108864');
+  return db;
+}
+
+export class SqliteStore implements LogStore {
+  readonly db: Database.Database;
+  private meta: Meta;
+  private readonly ttlMs: number;
+  private readonly path: string;
+
+  private readonly sql;
+
+  constructor(options: SqliteStoreOptions) {
+    this.path = options.path;
+    this.ttlMs = options.idempotencyTtlMs;
+    this.db = openDatabase(options.path, options.sync);
+    migrate(this.db);
+    const db = this.db;
+    this.sql = {
+      meta: db.prepare(
+        `SELECT epoch, head, horizon, last_ts AS lastTs, records, state_keys AS stateKeys, live_keys AS liveKeys
+         FROM meta WHERE id = 1`,
+      ),
+      saveMeta: db.prepare(
+        `UPDATE meta SET head = @head, last_ts = @lastTs, records = @records,
+           state_keys = @stateKeys, live_keys = @liveKeys WHERE id = 1`,
+      ),
+      stateOf: db.prepare('SELECT seq, live FROM state WHERE key = ?'),
+      valueAt: db.prepare('SELECT value FROM log WHERE seq = ?').pluck(),
+      append: db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)'),
+      setState: db.prepare(
+        `INSERT INTO state (key, seq, live) VALUES (?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live`,
+      ),
+      entry: db.prepare(
+        `SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
+         WHERE s.key = ? AND s.live = 1`,
+      ),
+      list: db.prepare(
+        `SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
+         WHERE s.key >= @lower AND s.key > @after AND s.key < CAST(@upper AS TEXT) AND s.live = 1
+         ORDER BY s.key LIMIT @limit`,
+      ),
+      claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
+      remember: db.prepare(
+        'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
+      ),
+      purge: db.prepare('DELETE FROM idempotency WHERE expires_at < ?'),
+      pageCount: db.prepare('PRAGMA page_count').pluck(),
+      pageSize: db.prepare('PRAGMA page_size').pluck(),
+    };
+    this.meta = this.sql.meta.get() as Meta;
+  }
+
+  get epoch(): string {
+    return this.meta.epoch;
+  }
+
+  position(): LogPosition {
+    return { head: this.meta.head, horizon: this.meta.horizon, epoch: this.meta.epoch };
+  }
+
+  async get(key: string): Promise<StoredEntry | null> {
+    return (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
+  }
+
+  async list(query: ListQuery): Promise<{ items: StoredEntry[]; head: number }> {
+    const items = this.sql.list.all({
+      lower: query.prefix,
+      after: query.afterKey ?? '',
+      upper: prefixUpperBound(query.prefix),
+      limit: query.limit,
+    }) as StoredEntry[];
+    return { items, head: this.meta.head };
+  }
+
+  async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    const before = { ...this.meta };
+    const ts = Math.max(now, this.meta.lastTs);
+    try {
+      return this.db.transaction(() => {
+        const results = requests.map((request) => this.apply(request, ts, now));
+        if (this.meta.head !== before.head) {
+          this.meta.lastTs = ts;
+          this.sql.saveMeta.run(this.meta);
+        }
+        return results;
+      })();
+    } catch (err) {
+      // The whole transaction rolled back: so must the counters.
+      this.meta = before;
+      throw err;
+    }
+  }
+
+  /** One request inside the group's transaction: all of its ops, or none. */
+  private apply(request: WriteRequest, ts: number, now: number): WriteResult {
+    const { idempotency } = request;
+    if (idempotency) {
+      const prior = this.sql.claim.get(idempotency.key) as
+        | { fingerprint: string; answer: string; expiresAt: number }
+        | undefined;
+      if (prior && prior.expiresAt >= now) {
+        if (prior.fingerprint === idempotency.fingerprint) {
+          return { answer: JSON.parse(prior.answer) as Answer, replayed: true, wrote: false };
+        }
+        const answer = request.render({ ok: false, failure: { code: 'idempotency_key_reused' } });
+        return { answer, replayed: false, wrote: false };
+      }
+    }
+
+    const saved = { ...this.meta };
+    let answer: Answer;
+    let wrote = false;
+    try {
+      const applied = this.db.transaction(() => request.ops.map((op, index) => this.applyOp(op, index, ts)))();
+      answer = request.render({ ok: true, applied });
+      wrote = applied.length > 0;
+    } catch (err) {
+      if (!(err instanceof Refusal)) throw err;
+      this.meta = saved;
+      answer = request.render({ ok: false, failure: err.failure });
+    }
+    if (idempotency) {
+      this.sql.remember.run(idempotency.key, idempotency.fingerprint, JSON.stringify(answer), now + this.ttlMs);
+    }
+    return { answer, replayed: false, wrote };
+  }
+
+  private applyOp(op: WriteOp, index: number, ts: number): AppliedOp {
+    const current = this.sql.stateOf.get(op.key) as StateRow | undefined;
+    const liveOffset = current?.live ? current.seq : null;
+    if (
+      (op.ifOffset !== undefined && liveOffset !== op.ifOffset) ||
+      (op.ifAbsent && liveOffset !== null) ||
+      (op.ifLive && liveOffset === null)
+    ) {
+      throw new Refusal({ code: 'precondition_failed', index, currentOffset: liveOffset });
+    }
+
+    switch (op.op) {
+      case 'set':
+        return { key: op.key, offset: this.append(op.key, op.value, ts, current) };
+      case 'delete':
+        if (liveOffset === null) throw new Refusal({ code: 'not_found', index });
+        return { key: op.key, offset: this.append(op.key, null, ts, current) };
+      case 'incr': {
+        const base = liveOffset === null ? 0 : (JSON.parse(this.sql.valueAt.get(liveOffset) as string) as unknown);
+        const sum = typeof base === 'number' ? base + op.by : NaN;
+        if (!(Math.abs(sum) <= Number.MAX_SAFE_INTEGER)) throw new Refusal({ code: 'not_a_number', index });
+        return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), ts, current), value: sum };
+      }
+    }
+  }
+
+  /** Appends a record (value null = delete marker) and moves the key's state to it. */
+  private append(key: string, value: string | null, ts: number, current: StateRow | undefined): number {
+    const meta = this.meta;
+    const seq = meta.head + 1;
+    const live = value === null ? 0 : 1;
+    this.sql.append.run(seq, key, live ? 'set' : 'delete', value, ts);
+    this.sql.setState.run(key, seq, live);
+    meta.head = seq;
+    meta.records += 1;
+    if (!current) meta.stateKeys += 1;
+    meta.liveKeys += live - (current?.live ?? 0);
+    return seq;
+  }
+
+  async counters(): Promise<StoreCounters> {
+    const { head, horizon, records, stateKeys, liveKeys } = this.meta;
+    return {
+      head,
+      horizon,
+      records,
+      liveKeys,
+      tombstones: stateKeys - liveKeys,
+      dbBytes: this.fileBytes(),
+    };
+  }
+
+  private fileBytes(): number {
+    const main = (this.sql.pageCount.get() as number) * (this.sql.pageSize.get() as number);
+    if (this.path === ':memory:') return main;
+    try {
+      return main + statSync(`${this.path}-wal`).size;
+    } catch {
+      return main;
+    }
+  }
+
+  async ping(): Promise<void> {
+    this.sql.pageSize.get();
+  }
+
+  async purgeIdempotency(now: number): Promise<number> {
+    return this.sql.purge.run(now).changes;
+  }
+
+  async close(): Promise<void> {
+    if (!this.db.open) return;
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+    this.db.close();
+  }
+}

@@ -1,0 +1,60 @@
+// Turns an HTTP write into a request for the group committer and sends its answer.
+// Shared by PUT and DELETE /v1/keys/{key} and POST /v1/records.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from './errors.js';
+import { fingerprint, idempotencyKey } from './idempotency.js';
+import type { Answer, WriteOp, WriteOutcome } from './store/log-store.js';
+import type { WriteBatcher } from './write-batcher.js';
+
+/**
+ * The JSON text of a value, refused with 413 when larger than `maxBytes` and with 400
+ * when too deeply nested to serialise.
+ */
+export function valueText(value: unknown, maxBytes: number, details: Record<string, unknown> = {}): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    throw new ApiError('invalid_request', 'value is nested too deeply', details);
+  }
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) {
+    throw new ApiError('payload_too_large', `value is ${bytes} bytes as JSON; the limit is ${maxBytes}`, {
+      ...details,
+      limit: maxBytes,
+    });
+  }
+  return text;
+}
+
+export async function submitWrite(
+  batcher: WriteBatcher,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  ops: WriteOp[],
+  render: (outcome: WriteOutcome) => Answer,
+): Promise<FastifyReply> {
+  const key = idempotencyKey(request.headers['idempotency-key']);
+  const idempotency = key && {
+    key,
+    fingerprint: fingerprint({
+      method: request.method,
+      path: request.url.split('?', 1)[0]!,
+      ifMatch: request.headers['if-match'],
+      ifNoneMatch: request.headers['if-none-match'],
+      body: request.body,
+    }),
+  };
+  const result = await batcher.submit({ ops, render, ...(idempotency ? { idempotency } : {}) });
+  if (result.replayed) reply.header('idempotent-replayed', 'true');
+  return sendAnswer(reply, result.answer);
+}
+
+export function sendAnswer(reply: FastifyReply, answer: Answer): FastifyReply {
+  return sendJsonText(reply.code(answer.status).headers(answer.headers), answer.body);
+}
+
+/** Sends JSON text as it is (fastify sends a string with a JSON type unserialised). */
+export function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(text);
+}
