@@ -101,6 +101,33 @@ export interface ListQuery {
   limit: number;
 }
 
+export interface ChangesQuery {
+  /** Exclusive: records with offset > after. */
+  after: number;
+  prefix: string;
+  limit: number;
+}
+
+export interface ChangesPage {
+  /** Surviving records after `after` matching the prefix, ascending, at most `limit`. */
+  records: StoredRecord[];
+  /** Head and horizon read in the same transaction as the records. */
+  head: number;
+  horizon: number;
+}
+
+/**
+ * A point-in-time view of the live keys at `offset`, read page by page. Writers are not
+ * blocked while it is open; close() releases it at once.
+ */
+export interface SnapshotReader {
+  readonly offset: number;
+  readonly epoch: string;
+  /** The next live keys in ascending byte order; an empty page means the end. */
+  nextPage(max: number): Promise<StoredEntry[]>;
+  close(): void;
+}
+
 export interface LogStore {
   /** The database's epoch: offsets are comparable only within one. */
   readonly epoch: string;
@@ -112,6 +139,8 @@ export interface LogStore {
    * and a refused request never affects its neighbours. Answers come back in order.
    */
   commit(requests: WriteRequest[], now: number): Promise<WriteResult[]>;
+  readChanges(query: ChangesQuery): Promise<ChangesPage>;
+  openSnapshot(prefix: string): Promise<SnapshotReader>;
   counters(): Promise<StoreCounters>;
   /** Throws unless the database answers. */
   ping(): Promise<void>;

@@ -6,14 +6,20 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { SyncMode } from '../config.js';
 import { migrate } from './sqlite-migrations.js';
+import { SqliteSnapshot } from './sqlite-snapshot.js';
+import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound } from './sqlite-sql.js';
 import type {
   AppliedOp,
   Answer,
+  ChangesPage,
+  ChangesQuery,
   ListQuery,
   LogPosition,
   LogStore,
+  SnapshotReader,
   StoreCounters,
   StoredEntry,
+  StoredRecord,
   WriteFailure,
   WriteOp,
   WriteRequest,
@@ -46,15 +52,6 @@ class Refusal extends Error {
   constructor(readonly failure: WriteFailure) {
     super(failure.code);
   }
-}
-
-/**
- * The exclusive upper bound of keys that start with `prefix`, in byte order: the
- * prefix followed by the byte 0xFF, which never occurs in UTF-8, cast to TEXT so
- * that SQLite compares it with memcmp and can still use the primary key index.
- */
-export function prefixUpperBound(prefix: string): Buffer {
-  return Buffer.concat([Buffer.from(prefix, 'utf8'), Buffer.from([0xff])]);
 }
 
 export function openDatabase(path: string, sync: SyncMode): Database.Database {
@@ -106,11 +103,8 @@ export class SqliteStore implements LogStore {
         `SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
          WHERE s.key = ? AND s.live = 1`,
       ),
-      list: db.prepare(
-        `SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
-         WHERE s.key >= @lower AND s.key > @after AND s.key < CAST(@upper AS TEXT) AND s.live = 1
-         ORDER BY s.key LIMIT @limit`,
-      ),
+      list: db.prepare(LIVE_ENTRIES_SQL),
+      changes: db.prepare(RECORDS_AFTER_SQL),
       claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
       remember: db.prepare(
         'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
@@ -142,6 +136,21 @@ export class SqliteStore implements LogStore {
       limit: query.limit,
     }) as StoredEntry[];
     return { items, head: this.meta.head };
+  }
+
+  async readChanges(query: ChangesQuery): Promise<ChangesPage> {
+    const records = this.sql.changes.all({
+      after: query.after,
+      lower: query.prefix,
+      upper: prefixUpperBound(query.prefix),
+      limit: query.limit,
+    }) as StoredRecord[];
+    // Synchronous: nothing can commit between the read and these.
+    return { records, head: this.meta.head, horizon: this.meta.horizon };
+  }
+
+  async openSnapshot(prefix: string): Promise<SnapshotReader> {
+    return new SqliteSnapshot(this.path, prefix);
   }
 
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {

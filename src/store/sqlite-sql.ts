@@ -1,0 +1,22 @@
+// SQL shared by the store's connections.
+
+/**
+ * The exclusive upper bound of keys that start with `prefix`, in byte order: the
+ * prefix followed by the byte 0xFF, which never occurs in UTF-8, cast to TEXT so
+ * that SQLite compares it with memcmp and can still use the primary key index.
+ */
+export function prefixUpperBound(prefix: string): Buffer {
+  return Buffer.concat([Buffer.from(prefix, 'utf8'), Buffer.from([0xff])]);
+}
+
+/** Live keys with a prefix (@lower, @upper) after @after, in byte order. */
+export const LIVE_ENTRIES_SQL = `
+  SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
+  WHERE s.key >= @lower AND s.key > @after AND s.key < CAST(@upper AS TEXT) AND s.live = 1
+  ORDER BY s.key LIMIT @limit`;
+
+/** Records after @after with a prefix (@lower, @upper), in offset order. */
+export const RECORDS_AFTER_SQL = `
+  SELECT seq AS offset, key, op, value, ts FROM log
+  WHERE seq > @after AND key >= @lower AND key < CAST(@upper AS TEXT)
+  ORDER BY seq LIMIT @limit`;
