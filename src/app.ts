@@ -107,14 +107,14 @@ export async function buildApp(config: Config): Promise<App> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
-  app.addHook('onRequest', async (_req, reply) => {
-    if (lifecycle.closing) {
-      reply.header('connection', 'close');
-      throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
-    }
+  app.addHook('onRequest', async () => {
+    if (lifecycle.closing) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
   });
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    // Idle connections are closed when shutdown starts; one whose request was in
+    // flight then must not be kept alive after its answer, or close() waits for it.
+    if (lifecycle.closing) reply.header('connection', 'close');
   });
 
   await app.register(keyRoutes, { services });
