@@ -1,0 +1,312 @@
+// A typed client for statelog's HTTP API, on Node's own fetch. Writes carry an
+// Idempotency-Key (generated unless given) and are retried on connection failures and
+// 503/429 with jittered backoff: a retry is answered from the server's memory of the
+// first attempt, so it never applies twice.
+import { randomUUID } from 'node:crypto';
+import { CutStreamError, StatelogError } from './errors.js';
+import { backoffDelay, DEFAULT_RETRY, isConnectionError, sleep, type RetryPolicy } from './retry.js';
+
+export interface Entry<T = unknown> {
+  key: string;
+  value: T;
+  offset: number;
+  ts: number;
+}
+
+export type LogRecord<T = unknown> =
+  | { offset: number; key: string; op: 'set'; value: T; ts: number }
+  | { offset: number; key: string; op: 'delete'; ts: number };
+
+export interface Written {
+  key: string;
+  offset: number;
+}
+
+export interface WriteOptions {
+  /** Write only if the key's live record has this offset, or ('*') if the key is live. */
+  ifMatch?: number | '*';
+  /** '*': write only if the key has no live value. */
+  ifNoneMatch?: '*';
+  /** Defaults to a new random key per call (kept across that call's retries). */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+export type BatchItem =
+  | { key: string; value: unknown; op?: 'set'; ifOffset?: number; ifAbsent?: boolean }
+  | { key: string; op: 'delete'; ifOffset?: number; ifAbsent?: boolean }
+  | { key: string; op: 'incr'; by: number; ifOffset?: number; ifAbsent?: boolean };
+
+export interface BatchResult {
+  records: (Written & { value?: number })[];
+  offset: number;
+}
+
+export interface ChangesPage<T = unknown> {
+  records: LogRecord<T>[];
+  next: number;
+  head: number;
+  epoch: string;
+}
+
+export interface ChangesOptions {
+  after: number;
+  prefix?: string;
+  limit?: number;
+  /** Long-poll seconds when nothing is there (0 to 60). */
+  wait?: number;
+  epoch?: string;
+  signal?: AbortSignal;
+}
+
+export interface Snapshot<T = unknown> extends AsyncIterable<Entry<T>> {
+  offset: number;
+  epoch: string;
+  /** Entries read so far; the trailer's count once the iteration has ended. */
+  count: number;
+}
+
+export interface ClientOptions {
+  url: string;
+  token?: string;
+  retry?: Partial<RetryPolicy>;
+  /** Per-request timeout, except long polls and streams. */
+  timeoutMs?: number;
+}
+
+interface Call {
+  method: string;
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Retry connection failures and 503/429 (writes only with an idempotency key). */
+  retry: boolean;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+const keyPath = (key: string) => `/v1/keys/${encodeURIComponent(key)}`;
+
+function conditionHeaders(options: WriteOptions): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch === '*' ? '*' : `"${options.ifMatch}"`;
+  if (options.ifNoneMatch) headers['if-none-match'] = '*';
+  return headers;
+}
+
+export class StatelogClient {
+  readonly url: string;
+  private readonly token: string | undefined;
+  private readonly retryPolicy: RetryPolicy;
+  private readonly timeoutMs: number;
+
+  constructor(options: ClientOptions) {
+    this.url = options.url.replace(/\/+$/, '');
+    this.token = options.token;
+    this.retryPolicy = { ...DEFAULT_RETRY, ...options.retry };
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  /** The live value of a key, or null if it has none. */
+  async get<T = unknown>(key: string, options: { signal?: AbortSignal } = {}): Promise<Entry<T> | null> {
+    try {
+      return (await this.json({ method: 'GET', path: keyPath(key), retry: true, ...options })) as Entry<T>;
+    } catch (err) {
+      if (err instanceof StatelogError && err.code === 'not_found') return null;
+      throw err;
+    }
+  }
+
+  async put(key: string, value: unknown, options: WriteOptions = {}): Promise<Written> {
+    return (await this.write('PUT', keyPath(key), { value }, options)) as Written;
+  }
+
+  /** Appends a delete marker; throws StatelogError not_found if the key has no live value. */
+  async delete(key: string, options: WriteOptions = {}): Promise<Written> {
+    return (await this.write('DELETE', keyPath(key), undefined, options)) as Written;
+  }
+
+  /** Applies the items atomically, in order. */
+  async batch(records: BatchItem[], options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<BatchResult> {
+    return (await this.write('POST', '/v1/records', { records }, options)) as BatchResult;
+  }
+
+  /** Adds `by` to a number (an absent key counts as 0) and returns the new value. */
+  async incr(key: string, by: number, options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<number> {
+    const result = await this.batch([{ key, op: 'incr', by }], options);
+    return result.records[0]!.value!;
+  }
+
+  /** Every live key with the prefix, in byte order, page by page. */
+  async *list<T = unknown>(options: { prefix?: string; pageSize?: number; signal?: AbortSignal } = {}): AsyncGenerator<Entry<T>> {
+    let cursor: string | undefined;
+    do {
+      const page = (await this.json({
+        method: 'GET',
+        path: '/v1/keys',
+        query: { prefix: options.prefix, limit: options.pageSize ?? 1000, cursor },
+        retry: true,
+        signal: options.signal,
+      })) as { items: Entry<T>[]; cursor: string | null };
+      yield* page.items;
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** One page of changes after `after` (long-polls up to `wait` seconds when empty). */
+  async changesPage<T = unknown>(options: ChangesOptions): Promise<ChangesPage<T>> {
+    const { signal, ...query } = options;
+    return (await this.json({
+      method: 'GET',
+      path: '/v1/changes',
+      query,
+      retry: true,
+      signal,
+      timeoutMs: (options.wait ?? 0) * 1000 + this.timeoutMs,
+    })) as ChangesPage<T>;
+  }
+
+  /**
+   * Every record after `after`, for ever, by long poll. Throws StatelogError with
+   * mustResnapshot when the server can no longer serve that offset.
+   */
+  async *changes<T = unknown>(options: ChangesOptions): AsyncGenerator<LogRecord<T>> {
+    let after = options.after;
+    for (;;) {
+      const page = await this.changesPage<T>({ wait: 30, ...options, after });
+      yield* page.records;
+      after = page.next;
+    }
+  }
+
+  /**
+   * A consistent snapshot: iterate it for every live key at `offset`. Throws
+   * CutStreamError if the stream ends without its trailer line.
+   */
+  async snapshot<T = unknown>(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<Snapshot<T>> {
+    const res = await this.send({
+      method: 'GET',
+      path: '/v1/snapshot',
+      query: { prefix: options.prefix },
+      retry: true,
+      signal: options.signal,
+      timeoutMs: 0,
+    });
+    const offset = Number(res.headers.get('x-log-offset'));
+    const epoch = res.headers.get('x-log-epoch') ?? '';
+    const body = res.body!;
+    const snapshot: Snapshot<T> = {
+      offset,
+      epoch,
+      count: 0,
+      async *[Symbol.asyncIterator]() {
+        let trailer: { end: true; offset: number; count: number } | null = null;
+        for await (const line of ndjsonLines(body)) {
+          const item = JSON.parse(line) as Entry<T> | { end: true; offset: number; count: number };
+          if ('end' in item) {
+            trailer = item;
+            break;
+          }
+          snapshot.count++;
+          yield item;
+        }
+        if (!trailer) throw new CutStreamError('the snapshot stream ended without its last line');
+        if (trailer.count !== snapshot.count || trailer.offset !== offset) {
+          throw new CutStreamError(`the snapshot trailer says ${trailer.count} keys at ${trailer.offset}, read ${snapshot.count}`);
+        }
+      },
+    };
+    return snapshot;
+  }
+
+  async stats(): Promise<Record<string, unknown>> {
+    return (await this.json({ method: 'GET', path: '/v1/stats', retry: true })) as Record<string, unknown>;
+  }
+
+  /** Runs a compaction now (admin). */
+  async compact(): Promise<Record<string, unknown>> {
+    return (await this.json({ method: 'POST', path: '/v1/admin/compact', retry: false, timeoutMs: 0 })) as Record<string, unknown>;
+  }
+
+  /** Opens a raw request with auth, for streams (used by StateMirror). */
+  async open(path: string, query: Call['query'], headers: Record<string, string>, signal?: AbortSignal): Promise<Response> {
+    return this.send({ method: 'GET', path, query, headers, retry: false, signal, timeoutMs: 0 });
+  }
+
+  private write(method: string, path: string, body: unknown, options: WriteOptions): Promise<unknown> {
+    const headers = { ...conditionHeaders(options), 'idempotency-key': options.idempotencyKey ?? randomUUID() };
+    return this.json({ method, path, body, headers, retry: true, signal: options.signal });
+  }
+
+  private async json(call: Call): Promise<unknown> {
+    const res = await this.send(call);
+    return res.json();
+  }
+
+  /** Sends with retries; resolves with a 2xx response, throws StatelogError otherwise. */
+  private async send(call: Call): Promise<Response> {
+    const url = new URL(this.url + call.path);
+    for (const [name, value] of Object.entries(call.query ?? {})) {
+      if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
+    }
+    const headers: Record<string, string> = { ...call.headers };
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    if (call.body !== undefined) headers['content-type'] = 'application/json';
+    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    const timeoutMs = call.timeoutMs ?? this.timeoutMs;
+
+    for (let attempt = 0; ; attempt++) {
+      const signals = [call.signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined].filter(
+        (s): s is AbortSignal => s !== undefined,
+      );
+      const canRetry = call.retry && attempt < this.retryPolicy.retries;
+      let res: Response;
+      try {
+        res = await fetch(url, { method: call.method, headers, body, signal: AbortSignal.any(signals) });
+      } catch (err) {
+        if (canRetry && isConnectionError(err)) {
+          await sleep(backoffDelay(attempt, this.retryPolicy), call.signal);
+          continue;
+        }
+        throw err;
+      }
+      if (res.ok) return res;
+      if (canRetry && (res.status === 503 || res.status === 429)) {
+        const retryAfter = Number(res.headers.get('retry-after'));
+        await res.body?.cancel();
+        await sleep(backoffDelay(attempt, this.retryPolicy, Number.isFinite(retryAfter) ? retryAfter : undefined), call.signal);
+        continue;
+      }
+      throw await toError(res);
+    }
+  }
+}
+
+async function toError(res: Response): Promise<StatelogError> {
+  const text = await res.text();
+  try {
+    const { error } = JSON.parse(text) as { error: { code: string; message: string } & Record<string, unknown> };
+    const { code, message, ...details } = error;
+    return new StatelogError(res.status, code, message, details);
+  } catch {
+    return new StatelogError(res.status, 'unknown', text.slice(0, 200) || res.statusText);
+  }
+}
+
+/** Splits a byte stream into lines. */
+async function* ndjsonLines(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for await (const chunk of body) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline: number;
+    while ((newline = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+      if (line.trim() !== '') yield line;
+    }
+  }
+  buffered += decoder.decode();
+  if (buffered.trim() !== '') yield buffered;
+}

@@ -1,0 +1,16 @@
+// statelog/client: the typed client and the state mirror for workers.
+export { StatelogClient } from './client.js';
+export type {
+  BatchItem,
+  BatchResult,
+  ChangesOptions,
+  ChangesPage,
+  ClientOptions,
+  Entry,
+  LogRecord,
+  Snapshot,
+  WriteOptions,
+  Written,
+} from './client.js';
+export { CutStreamError, StatelogError, isStatelogError, type ErrorCode } from './errors.js';
+export type { RetryPolicy } from './retry.js';
