@@ -14,3 +14,4 @@ export type {
 } from './client.js';
 export { CutStreamError, StatelogError, isStatelogError, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
+export { StateMirror, type ResetEvent, type StateMirrorOptions } from './state-mirror.js';
