@@ -96,6 +96,8 @@ export async function buildApp(config: Config): Promise<App> {
     logController: new AccessLog(),
     // Malformed percent-encoding in the path: answered with the contract's body.
     frameworkErrors: (err, req, reply) => {
+      // These answers skip the onSend hooks, so the request id is echoed here.
+      reply.header('x-request-id', req.id);
       const code = req.url.startsWith('/v1/keys/') ? 'invalid_key' : 'invalid_request';
       return errorHandler(new ApiError(code, `the path is not valid percent-encoded UTF-8`), req, reply);
     },

@@ -20,3 +20,20 @@ describe('GET /v1/keys/{key} with If-None-Match', () => {
     expect(res.text).toBe('');
   });
 });
+
+describe('X-Request-Id', () => {
+  it.each([
+    ['an ordinary answer', '/healthz', 200],
+    ['an unknown route', '/v1/nope', 404],
+    ['malformed percent-encoding in a key', '/v1/keys/%ZZ', 400],
+  ])('is echoed on %s', async (_what, path, status) => {
+    const res = await t.http.get(path).set('x-request-id', 'trace-42');
+    expect(res.status).toBe(status);
+    expect(res.headers['x-request-id']).toBe('trace-42');
+  });
+
+  it('is generated when the given one is not 1 to 128 visible ASCII characters', async () => {
+    const res = await t.http.get('/healthz').set('x-request-id', 'has space');
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
