@@ -109,8 +109,9 @@ export async function buildApp(config: Config): Promise<App> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
-  app.addHook('onRequest', async (_req, reply) => {
-    if (lifecycle.closing) {
+  app.addHook('onRequest', async (req, reply) => {
+    // Liveness stays 200 until the process exits; only readiness reports the shutdown.
+    if (lifecycle.closing && req.routeOptions.url !== '/healthz') {
       reply.header('connection', 'close');
       throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
     }

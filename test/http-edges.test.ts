@@ -37,3 +37,27 @@ describe('X-Request-Id', () => {
     expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
   });
 });
+
+describe('while shutting down', () => {
+  beforeEach(() => {
+    // What the preClose hook does when SIGTERM arrives.
+    t.app.services.lifecycle.closing = true;
+  });
+
+  it('GET /healthz still answers 200: the process runs', async () => {
+    const res = await t.http.get('/healthz');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ status: 'ok' });
+  });
+
+  it.each([
+    ['GET /readyz', () => t.http.get('/readyz')],
+    ['GET /v1/keys/a', () => t.http.get('/v1/keys/a')],
+    ['PUT /v1/keys/a', () => t.http.put('/v1/keys/a').set(json).send({ value: 1 })],
+  ])('%s answers 503 unavailable with Retry-After and Connection: close', async (_route, send) => {
+    const res = await send();
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('unavailable');
+    expect(res.headers).toMatchObject({ 'retry-after': '1', connection: 'close' });
+  });
+});
