@@ -61,3 +61,25 @@ describe('while shutting down', () => {
     expect(res.headers).toMatchObject({ 'retry-after': '1', connection: 'close' });
   });
 });
+
+describe('numbers beyond the range of a double', () => {
+  it('are refused in a PUT value instead of being stored as null', async () => {
+    const res = await t.http.put('/v1/keys/n').set(json).send('{"value":{"big":[1, -1e400]}}');
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+    expect((await t.http.get('/v1/keys/n')).status).toBe(404);
+  });
+
+  it('are refused in a batch item, with its index, and nothing is written', async () => {
+    const res = await t.http.post('/v1/records').set(json).send('{"records":[{"key":"a","value":1},{"key":"b","value":1e999}]}');
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'invalid_request', index: 1 });
+    expect((await t.http.get('/v1/stats')).body.head).toBe(0);
+  });
+
+  it('leave values with null and large finite numbers alone', async () => {
+    const value = { a: null, b: [null, 1.7976931348623157e308, -5e-324] };
+    expect((await t.http.put('/v1/keys/ok').set(json).send({ value })).status).toBe(200);
+    expect((await t.http.get('/v1/keys/ok')).body.value).toEqual(value);
+  });
+});
