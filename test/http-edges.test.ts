@@ -83,3 +83,14 @@ describe('numbers beyond the range of a double', () => {
     expect((await t.http.get('/v1/keys/ok')).body.value).toEqual(value);
   });
 });
+
+describe('a DELETE body nested too deeply to fingerprint', () => {
+  it('is a 400, not a 500, and deletes nothing', async () => {
+    await t.http.put('/v1/keys/d').set(json).send({ value: 1 });
+    const deep = `{"x":${'['.repeat(200_000)}${']'.repeat(200_000)}}`;
+    const res = await t.http.delete('/v1/keys/d').set({ ...json, 'idempotency-key': 'deep' }).send(deep);
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+    expect((await t.http.get('/v1/keys/d')).status).toBe(200);
+  });
+});
