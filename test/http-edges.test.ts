@@ -94,3 +94,14 @@ describe('a DELETE body nested too deeply to fingerprint', () => {
     expect((await t.http.get('/v1/keys/d')).status).toBe(200);
   });
 });
+
+describe('GET /v1/stats', () => {
+  it('counts as tombstones the keys whose latest record is a delete marker', async () => {
+    const stats = async () => (await t.http.get('/v1/stats')).body;
+    await t.http.post('/v1/records').set(json).send({ records: [{ key: 'a', value: 1 }, { key: 'b', value: 1 }, { key: 'a', op: 'delete' }] });
+    expect(await stats()).toMatchObject({ head: 3, records: 3, liveKeys: 1, tombstones: 1, dirtyRatio: 1 / 3 });
+    // Set again, the key is live: its delete marker is superseded, dirty, not a tombstone.
+    await t.http.put('/v1/keys/a').set(json).send({ value: 2 });
+    expect(await stats()).toMatchObject({ head: 4, records: 4, liveKeys: 2, tombstones: 0, dirtyRatio: 2 / 4 });
+  });
+});
