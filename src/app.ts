@@ -23,7 +23,14 @@ import type { AppServices, Lifecycle } from './services.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import { WriteBatcher } from './write-batcher.js';
 
-export type App = FastifyInstance & { services: AppServices };
+/** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
+export interface RouteEntry {
+  method: string;
+  url: string;
+}
+
+/** The app, its services, and every route it registered (HEAD routes included). */
+export type App = FastifyInstance & { services: AppServices; routeTable: readonly RouteEntry[] };
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -120,6 +127,12 @@ export async function buildApp(config: Config): Promise<App> {
     reply.header('x-request-id', req.id);
   });
 
+  // Kept for checks such as test/openapi.test.ts (documented routes = registered routes).
+  const routeTable: RouteEntry[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routeTable.push({ method, url: route.url });
+  });
+
   await app.register(keyRoutes, { services });
   await app.register(recordRoutes, { services });
   await app.register(operationsRoutes, { services, lastCompaction: () => null });
@@ -139,5 +152,5 @@ export async function buildApp(config: Config): Promise<App> {
     await store.close();
   });
 
-  return Object.assign(app, { services }) as unknown as App;
+  return Object.assign(app, { services, routeTable }) as unknown as App;
 }
