@@ -23,7 +23,14 @@ import type { AppServices, Lifecycle } from './services.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import { WriteBatcher } from './write-batcher.js';
 
-export type App = FastifyInstance & { services: AppServices };
+/** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
+export interface RouteEntry {
+  method: string;
+  url: string;
+}
+
+/** The app, its services, and every route it registered (HEAD routes included). */
+export type App = FastifyInstance & { services: AppServices; routeTable: readonly RouteEntry[] };
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -96,6 +103,8 @@ export async function buildApp(config: Config): Promise<App> {
     logController: new AccessLog(),
     // Malformed percent-encoding in the path: answered with the contract's body.
     frameworkErrors: (err, req, reply) => {
+      // These answers skip the onSend hooks, so the request id is echoed here.
+      reply.header('x-request-id', req.id);
       const code = req.url.startsWith('/v1/keys/') ? 'invalid_key' : 'invalid_request';
       return errorHandler(new ApiError(code, `the path is not valid percent-encoded UTF-8`), req, reply);
     },
@@ -107,14 +116,23 @@ export async function buildApp(config: Config): Promise<App> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
-  app.addHook('onRequest', async () => {
-    if (lifecycle.closing) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
+  app.addHook('onRequest', async (req) => {
+    // Liveness stays 200 until the process exits; only readiness reports the shutdown.
+    if (lifecycle.closing && req.routeOptions.url !== '/healthz') {
+      throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
+    }
   });
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
     // Idle connections are closed when shutdown starts; one whose request was in
     // flight then must not be kept alive after its answer, or close() waits for it.
     if (lifecycle.closing) reply.header('connection', 'close');
+  });
+
+  // Kept for checks such as test/openapi.test.ts (documented routes = registered routes).
+  const routeTable: RouteEntry[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routeTable.push({ method, url: route.url });
   });
 
   await app.register(keyRoutes, { services });
@@ -136,5 +154,5 @@ export async function buildApp(config: Config): Promise<App> {
     await store.close();
   });
 
-  return Object.assign(app, { services }) as unknown as App;
+  return Object.assign(app, { services, routeTable }) as unknown as App;
 }

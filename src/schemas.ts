@@ -45,7 +45,7 @@ export const putKeySchema = {
 
 export const getKeySchema = {
   params: KeyParams,
-  response: { 200: Entry, 304: Type.Null(), ...errors(400, 401, 403, 404, 503) },
+  response: { 200: Entry, 304: Type.Unknown({ description: 'no body' }), ...errors(400, 401, 403, 404, 503) },
 };
 
 export const deleteKeySchema = {

@@ -6,9 +6,20 @@ import { fingerprint, idempotencyKey } from './idempotency.js';
 import type { Answer, WriteOp, WriteOutcome } from './store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
 
+/** True when a parsed JSON value holds ±Infinity (what JSON.parse makes of 1e400). */
+function hasNonFiniteNumber(value: unknown): boolean {
+  const pending = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === 'number' && !Number.isFinite(next)) return true;
+    if (next !== null && typeof next === 'object') for (const child of Object.values(next)) pending.push(child);
+  }
+  return false;
+}
+
 /**
  * The JSON text of a value, refused with 413 when larger than `maxBytes` and with 400
- * when too deeply nested to serialise.
+ * when too deeply nested to serialise or holding a number beyond a double's range.
  */
 export function valueText(value: unknown, maxBytes: number, details: Record<string, unknown> = {}): string {
   let text: string;
@@ -16,6 +27,11 @@ export function valueText(value: unknown, maxBytes: number, details: Record<stri
     text = JSON.stringify(value);
   } catch {
     throw new ApiError('invalid_request', 'value is nested too deeply', details);
+  }
+  // JSON.stringify writes ±Infinity as null: refuse such a value rather than store
+  // another one. Only a text with "null" in it can hide one.
+  if (text.includes('null') && hasNonFiniteNumber(value)) {
+    throw new ApiError('invalid_request', 'value has a number beyond the range of a double (about ±1.8e308)', details);
   }
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxBytes) {

@@ -39,7 +39,8 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     const entry = await store.get(key);
     if (!entry) throw new ApiError('not_found', 'the key has no live value');
     reply.header('etag', etag(entry.offset));
-    if (notModified(req.headers['if-none-match'], entry.offset)) return reply.code(304).send(null);
+    // No payload at all: a 304 carries neither a body nor a Content-Length of one.
+    if (notModified(req.headers['if-none-match'], entry.offset)) return reply.code(304).send();
     return sendJsonText(reply, entryJson(entry));
   });
 
