@@ -15,7 +15,7 @@ import secureJson from 'secure-json-parse';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './change-notifier.js';
 import { ApiError } from './errors.js';
-import { errorHandler, notFoundHandler } from './error-handler.js';
+import { clientErrorHandler, errorHandler, notFoundHandler } from './error-handler.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
@@ -96,6 +96,7 @@ export async function buildApp(config: Config): Promise<App> {
     bodyLimit: config.maxValueBytes + 64 * 1024,
     // Our own 503 (below) carries the contract's error body.
     return503OnClosing: false,
+    clientErrorHandler,
     keepAliveTimeout: 72_000,
     requestTimeout: 30_000,
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.

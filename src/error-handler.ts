@@ -1,5 +1,6 @@
 // The one place where errors become answers: every status >= 400 carries the
 // contract's body {"error": {"code", "message", ...details}} and never a stack trace.
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorCode } from './errors.js';
 
@@ -52,4 +53,18 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): F
     return errorHandler(new ApiError('invalid_key', message), request, reply);
   }
   return errorHandler(new ApiError('not_found', `no route ${request.method} ${request.url.split('?', 1)[0]}`), request, reply);
+}
+
+/**
+ * Requests so malformed that no route sees them (bad HTTP framing, headers too large):
+ * answered on the raw socket, still with the contract's body.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) return;
+  const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'the request headers are too large' : 'the request is not valid HTTP';
+  const body = JSON.stringify(new ApiError('invalid_request', message).toBody());
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
 }

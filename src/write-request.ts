@@ -55,7 +55,8 @@ export async function submitWrite(
     key,
     fingerprint: fingerprint({
       method: request.method,
-      path: request.url.split('?', 1)[0]!,
+      // The route and its decoded parameters: a%2Fb and a%2fb name the same key.
+      path: `${request.routeOptions.url} ${JSON.stringify(request.params)}`,
       ifMatch: request.headers['if-match'],
       ifNoneMatch: request.headers['if-none-match'],
       body: request.body,

@@ -1,5 +1,6 @@
 // HTTP details at the edges of the contract: conditional reads, request ids, shutdown,
 // and bodies that must be refused rather than stored or failed on.
+import { connect } from 'node:net';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { json, startApp, type TestApp } from './helpers.js';
 
@@ -103,5 +104,28 @@ describe('GET /v1/stats', () => {
     // Set again, the key is live: its delete marker is superseded, dirty, not a tombstone.
     await t.http.put('/v1/keys/a').set(json).send({ value: 2 });
     expect(await stats()).toMatchObject({ head: 4, records: 4, liveKeys: 2, tombstones: 0, dirtyRatio: 2 / 4 });
+  });
+});
+
+describe('malformed HTTP', () => {
+  it('answers broken framing and oversized headers with the contract body', async () => {
+    const { port } = t.app.server.address() as { port: number };
+    const raw = (request: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write(request));
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk));
+        socket.on('close', () => resolve(answer));
+      });
+    for (const request of [
+      'GET /v1/keys HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n',
+      `GET /v1/keys HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      'NOT-HTTP\r\n\r\n',
+    ]) {
+      const answer = await raw(request);
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+      expect(body.error.code).toBe('invalid_request');
+    }
   });
 });

@@ -97,3 +97,13 @@ describe('Idempotency-Key expiry', () => {
     expect(await t.app.services.store.purgeIdempotency(Date.now() + 1000)).toBe(1);
   });
 });
+
+describe('Idempotency-Key fingerprint', () => {
+  it('treats two encodings of the same key as the same path', async () => {
+    const upper = await t.http.put('/v1/keys/a%2Fb').set({ ...json, 'idempotency-key': 'enc' }).send({ value: 1 });
+    const lower = await t.http.put('/v1/keys/a%2fb').set({ ...json, 'idempotency-key': 'enc' }).send({ value: 1 });
+    expect(lower.status).toBe(200);
+    expect(lower.headers['idempotent-replayed']).toBe('true');
+    expect(lower.body).toEqual(upper.body);
+  });
+});
