@@ -25,12 +25,30 @@ const STATUS_CODES: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
+/**
+ * Only our own errors and fastify's (validation, body parsing, routing) carry messages
+ * written for clients. Anything else (better-sqlite3, Node, a library) may carry SQL,
+ * file paths or internals in its message: its text never reaches the body.
+ */
+const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  invalid_request: 'the request is not valid',
+  not_found: 'not found',
+  payload_too_large: 'the body is too large',
+  unsupported_media_type: 'send a JSON body with Content-Type: application/json',
+  too_many_requests: 'too many requests; retry later',
+  unavailable: 'the service is unavailable; retry later',
+};
+
 export function toApiError(err: FastifyError | Error): ApiError {
   if (err instanceof ApiError) return err;
   const fastifyError = err as FastifyError;
   if (fastifyError.validation) return new ApiError('invalid_request', fastifyError.message);
-  const code = (fastifyError.code && FASTIFY_CODES[fastifyError.code]) ?? STATUS_CODES[fastifyError.statusCode ?? 500];
-  if (code) return new ApiError(code, fastifyError.message);
+  const status = fastifyError.statusCode ?? 500;
+  const fromFastify = typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_');
+  const code = (fromFastify && FASTIFY_CODES[fastifyError.code]) || STATUS_CODES[status];
+  if (code) return new ApiError(code, fromFastify ? fastifyError.message : GENERIC_MESSAGES[code] ?? 'the request was refused');
+  // A client error without a code of its own is still the client's, never a 5xx.
+  if (status >= 400 && status < 500) return new ApiError('invalid_request', 'the request was refused');
   return new ApiError('internal', 'internal error');
 }
 

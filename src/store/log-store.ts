@@ -94,6 +94,12 @@ export interface StoreCounters {
   dbBytes: number;
 }
 
+/** Superseded records / all records: the share of the log that compaction would remove. */
+export function dirtyRatio(counters: StoreCounters): number {
+  const superseded = counters.records - counters.liveKeys - counters.tombstones;
+  return counters.records === 0 ? 0 : superseded / counters.records;
+}
+
 export interface ListQuery {
   prefix: string;
   /** Exclusive: list keys after this one. */
