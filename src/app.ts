@@ -45,6 +45,9 @@ export const SERVER_TIMEOUTS = {
   // closes first and never sends on a connection the server is closing.
   keepAliveTimeoutMs: 72_000,
   connectionTimeoutMs: 120_000,
+  // How often Node checks the two timeouts above (its default, 30 s, would let a slow
+  // sender hold a connection up to 30 s past them).
+  checkIntervalMs: 5_000,
 } as const;
 
 export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
@@ -106,6 +109,7 @@ export async function buildApp(config: Config): Promise<App> {
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
   const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics };
   const auth = config.tokens && new Authenticator(config.tokens);
+  const accessLog = new AccessLog();
 
   const app = Fastify({
     logger: loggerOptions(config),
@@ -119,13 +123,20 @@ export async function buildApp(config: Config): Promise<App> {
     keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
     requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
     connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
+    http: {
+      headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
+      connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
+    },
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
-    logController: new AccessLog(),
+    logController: accessLog,
     // Malformed percent-encoding in the path: answered with the contract's body.
     frameworkErrors: (err, req, reply) => {
       // Answered by the router before any hook runs, so auth and metrics apply here too.
-      reply.raw.once('finish', () => metrics.observeRequest(req.method, undefined, reply.statusCode, 0));
+      reply.raw.once('finish', () => {
+        metrics.observeRequest(req.method, undefined, reply.statusCode, 0);
+        accessLog.requestCompleted(null, req, reply);
+      });
       const refused = auth?.check(req);
       if (refused) return errorHandler(refused, req, reply);
       const code = req.url.startsWith('/v1/keys/') ? 'invalid_key' : 'invalid_request';
@@ -133,7 +144,6 @@ export async function buildApp(config: Config): Promise<App> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  app.server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs;
   app.setValidatorCompiler(validatorCompiler());
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
