@@ -16,7 +16,7 @@ import { Authenticator } from './auth.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './change-notifier.js';
 import { ApiError } from './errors.js';
-import { errorHandler, notFoundHandler } from './error-handler.js';
+import { clientErrorHandler, errorHandler, notFoundHandler } from './error-handler.js';
 import { Metrics } from './metrics.js';
 import { registerOverload } from './overload.js';
 import { keyRoutes } from './routes/keys.js';
@@ -130,6 +130,7 @@ export async function buildApp(config: Config): Promise<App> {
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
     logController: accessLog,
+    clientErrorHandler,
     // Malformed percent-encoding in the path: answered with the contract's body.
     frameworkErrors: (err, req, reply) => {
       // Answered by the router before any hook runs, so auth and metrics apply here too.

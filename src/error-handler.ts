@@ -1,5 +1,7 @@
 // The one place where errors become answers: every status >= 400 carries the
 // contract's body {"error": {"code", "message", ...details}} and never a stack trace.
+import { STATUS_CODES as HTTP_REASONS } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorCode } from './errors.js';
 
@@ -70,4 +72,27 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): F
     return errorHandler(new ApiError('invalid_key', message), request, reply);
   }
   return errorHandler(new ApiError('not_found', `no route ${request.method} ${request.url.split('?', 1)[0]}`), request, reply);
+}
+
+/**
+ * Requests that Node's HTTP parser refuses (not HTTP, header too large, sent too
+ * slowly) never reach fastify's routing: they are answered here on the socket, still
+ * with the contract's body.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'the request headers are too large']
+        : [400, 'the request is not valid HTTP/1.1'];
+  const body = JSON.stringify(new ApiError('invalid_request', message).toBody());
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${HTTP_REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

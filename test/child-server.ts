@@ -50,7 +50,7 @@ export function runServer(env: Record<string, string>): ChildServer {
   return { proc, exited, stdout: () => out, stderr: () => err, logs };
 }
 
-/** Starts the server and waits until it listens (its log says on which port). */
+/** Starts the server and waits until it listens (its info log says on which port). */
 export async function startServer(env: Record<string, string>, timeoutMs = 20_000): Promise<ListeningServer> {
   const child = runServer(env);
   const deadline = Date.now() + timeoutMs;

@@ -63,6 +63,7 @@ describe('server timeouts', () => {
     t = await startApp({}, undefined, shorten);
     const answer = await rawExchange(portOf(t.app.server), 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'invalid_request' } });
   });
 
   it('cut off a client that sends its body too slowly, writing nothing', async () => {
