@@ -53,7 +53,8 @@ export const SERVER_TIMEOUTS = {
 export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   return {
     level: config.logLevel,
-    redact: { paths: ['req.headers.authorization'], censor: '[redacted]' },
+    // Wherever a request's headers end up in a log line, the token does not.
+    redact: { paths: ['headers.authorization', '*.headers.authorization'], censor: '[redacted]' },
     // Pretty logs only for a person at a terminal; JSON lines everywhere else.
     ...(process.stdout.isTTY ? { transport: { target: 'pino-pretty' } } : {}),
   };
@@ -131,7 +132,7 @@ export async function buildApp(config: Config): Promise<App> {
     routerOptions: { maxParamLength: 2048 },
     logController: accessLog,
     clientErrorHandler,
-    // Malformed percent-encoding in the path: answered with the contract's body.
+    // Malformed percent-encoding or an over-long key in the path: the contract's body.
     frameworkErrors: (err, req, reply) => {
       // Answered by the router before any hook runs, so auth and metrics apply here too.
       reply.raw.once('finish', () => {
@@ -141,7 +142,11 @@ export async function buildApp(config: Config): Promise<App> {
       const refused = auth?.check(req);
       if (refused) return errorHandler(refused, req, reply);
       const code = req.url.startsWith('/v1/keys/') ? 'invalid_key' : 'invalid_request';
-      return errorHandler(new ApiError(code, `the path is not valid percent-encoded UTF-8`), req, reply);
+      const message =
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'a key in the path is at most 512 bytes'
+          : 'the path is not valid percent-encoded UTF-8';
+      return errorHandler(new ApiError(code, message), req, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 

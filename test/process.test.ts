@@ -3,7 +3,10 @@
 import { existsSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { pino, type LoggerOptions } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { loggerOptions } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
 import { runServer, startServer, type ListeningServer } from './child-server.js';
 import { tempDir } from './helpers.js';
 import { bearer, send } from './http.js';
@@ -135,5 +138,23 @@ describe('graceful shutdown', () => {
     }
     // Checkpointed on close: the write-ahead log holds nothing.
     expect(!existsSync(`${dbPath}-wal`) || statSync(`${dbPath}-wal`).size === 0).toBe(true);
+  });
+});
+
+describe('log redaction', () => {
+  it('censors the Authorization header wherever request headers are logged', () => {
+    const lines: string[] = [];
+    const options = loggerOptions(loadConfig({ LOG_LEVEL: 'info' })) as LoggerOptions;
+    const log = pino(options, { write: (line: string) => void lines.push(line) });
+    const headers = { authorization: 'Bearer sekrit-token', host: 'x' };
+    log.info({ req: { headers } }, 'as fastify names it');
+    log.info({ request: { headers } }, 'as a route might');
+    log.info({ headers }, 'bare');
+    expect(lines).toHaveLength(3);
+    for (const line of lines) {
+      expect(line).not.toContain('sekrit');
+      expect(line).toContain('[redacted]');
+      expect(line).toContain('"host":"x"');
+    }
   });
 });

@@ -179,3 +179,17 @@ describe('error answers', () => {
     expect(toApiError(Object.assign(new Error('x'), { statusCode: 404 })).code).toBe('not_found');
   });
 });
+
+describe('malformed paths', () => {
+  it.each([
+    ['/v1/keys/%ZZ', 'invalid_key', 'percent-encoded'],
+    ['/v1/keys/%C3%28', 'invalid_key', 'percent-encoded'],
+    [`/v1/keys/${'%C3%A9'.repeat(400)}`, 'invalid_key', '512 bytes'],
+  ])('%s → 400 %s', async (path, code, says) => {
+    t = await startApp();
+    const res = await t.http.get(path);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: { code } });
+    expect(res.body.error.message).toContain(says);
+  });
+});
