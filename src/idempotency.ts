@@ -24,7 +24,12 @@ export function fingerprint(parts: {
   ifNoneMatch?: string | string[] | undefined;
   body: unknown;
 }): string {
-  return createHash('sha256')
-    .update(JSON.stringify([parts.method, parts.path, parts.ifMatch ?? null, parts.ifNoneMatch ?? null, parts.body ?? null]))
-    .digest('base64url');
+  let text: string;
+  try {
+    text = JSON.stringify([parts.method, parts.path, parts.ifMatch ?? null, parts.ifNoneMatch ?? null, parts.body ?? null]);
+  } catch {
+    // A body nested too deeply to serialise (JSON.parse takes depths JSON.stringify does not).
+    throw new ApiError('invalid_request', 'the body is nested too deeply');
+  }
+  return createHash('sha256').update(text).digest('base64url');
 }

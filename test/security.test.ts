@@ -157,6 +157,16 @@ describe('body limits', () => {
     }
     expect((await t.http.get('/v1/stats')).body).toMatchObject({ head: 0 });
   });
+
+  it('refuses deep nesting with 400 where only the Idempotency-Key fingerprint reads the body', async () => {
+    t = await startApp();
+    await put(t, 'a', 1);
+    const deep = `{"value":${'['.repeat(30_000)}${']'.repeat(30_000)}}`;
+    const res = await t.http.delete('/v1/keys/a').set(json).set('idempotency-key', 'deep-1').send(deep);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: { code: 'invalid_request' } });
+    expect((await t.http.get('/v1/keys/a')).status).toBe(200);
+  });
 });
 
 describe('error answers', () => {
