@@ -12,10 +12,13 @@ import Fastify, {
 } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import secureJson from 'secure-json-parse';
+import { Authenticator } from './auth.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './change-notifier.js';
 import { ApiError } from './errors.js';
 import { clientErrorHandler, errorHandler, notFoundHandler } from './error-handler.js';
+import { Metrics } from './metrics.js';
+import { registerOverload } from './overload.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
@@ -34,10 +37,31 @@ export type App = FastifyInstance & { services: AppServices; routeTable: readonl
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
+/**
+ * Server timeouts. Node's requestTimeout and headersTimeout only cover *receiving* a
+ * request (slow senders), never the time to answer it, so long polls, SSE streams and
+ * snapshots are not cut by them. The socket inactivity timeout (connectionTimeout) ends
+ * a connection on which nothing moved either way for that long: it must stay above the
+ * longest silence of a healthy answer (a long poll waits up to 60 s; streams send
+ * progress every 15 s), and it ends streams to readers that stopped reading.
+ */
+export const SERVER_TIMEOUTS = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  // Longer than the usual 60 s idle timeout of load balancers in front, so the balancer
+  // closes first and never sends on a connection the server is closing.
+  keepAliveTimeoutMs: 72_000,
+  connectionTimeoutMs: 120_000,
+  // How often Node checks the two timeouts above (its default, 30 s, would let a slow
+  // sender hold a connection up to 30 s past them).
+  checkIntervalMs: 5_000,
+} as const;
+
 export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   return {
     level: config.logLevel,
-    redact: { paths: ['req.headers.authorization'], censor: '[redacted]' },
+    // Wherever a request's headers end up in a log line, the token does not.
+    redact: { paths: ['headers.authorization', '*.headers.authorization'], censor: '[redacted]' },
     // Pretty logs only for a person at a terminal; JSON lines everywhere else.
     ...(process.stdout.isTTY ? { transport: { target: 'pino-pretty' } } : {}),
   };
@@ -82,10 +106,18 @@ export async function buildApp(config: Config): Promise<App> {
   const store = new SqliteStore({ path: config.dbPath, sync: config.sync, idempotencyTtlMs: config.idempotencyTtlMs });
   const notifier = new ChangeNotifier();
   notifier.publish(store.position().head);
-  const batcher = new WriteBatcher(store, { onCommit: (head) => notifier.publish(head) });
+  const metrics = new Metrics(store);
+  const batcher = new WriteBatcher(store, {
+    onCommit: (head, records) => {
+      notifier.publish(head);
+      metrics.recordsWritten(records);
+    },
+  });
   const shutdown = new AbortController();
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
-  const services: AppServices = { config, store, batcher, notifier, lifecycle };
+  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics };
+  const auth = config.tokens && new Authenticator(config.tokens);
+  const accessLog = new AccessLog();
 
   const app = Fastify({
     logger: loggerOptions(config),
@@ -96,18 +128,33 @@ export async function buildApp(config: Config): Promise<App> {
     bodyLimit: config.maxValueBytes + 64 * 1024,
     // Our own 503 (below) carries the contract's error body.
     return503OnClosing: false,
-    clientErrorHandler,
-    keepAliveTimeout: 72_000,
-    requestTimeout: 30_000,
+    keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
+    requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
+    connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
+    http: {
+      headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
+      connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
+    },
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
-    logController: new AccessLog(),
-    // Malformed percent-encoding in the path: answered with the contract's body.
+    logController: accessLog,
+    clientErrorHandler,
+    // Malformed percent-encoding or an over-long key in the path: the contract's body.
     frameworkErrors: (err, req, reply) => {
-      // These answers skip the onSend hooks, so the request id is echoed here.
+      // Answered by the router before any hook runs: request id, auth and metrics apply here too.
       reply.header('x-request-id', req.id);
+      reply.raw.once('finish', () => {
+        metrics.observeRequest(req.method, undefined, reply.statusCode, 0);
+        accessLog.requestCompleted(null, req, reply);
+      });
+      const refused = auth?.check(req);
+      if (refused) return errorHandler(refused, req, reply);
       const code = req.url.startsWith('/v1/keys/') ? 'invalid_key' : 'invalid_request';
-      return errorHandler(new ApiError(code, `the path is not valid percent-encoded UTF-8`), req, reply);
+      const message =
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'a key in the path is at most 512 bytes'
+          : 'the path is not valid percent-encoded UTF-8';
+      return errorHandler(new ApiError(code, message), req, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -118,10 +165,22 @@ export async function buildApp(config: Config): Promise<App> {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
   app.addHook('onRequest', async (req) => {
-    // Liveness stays 200 until the process exits; only readiness reports the shutdown.
+    // Liveness holds while the process runs, shutdown included.
     if (lifecycle.closing && req.routeOptions.url !== '/healthz') {
       throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
     }
+  });
+  await registerOverload(app, config);
+  // Also runs for paths that match no route, so an unknown /v1 path is refused with
+  // 401 or 403 before anyone learns that it does not exist.
+  if (auth) {
+    app.addHook('onRequest', async (req) => {
+      const refused = auth.check(req);
+      if (refused) throw refused;
+    });
+  }
+  app.addHook('onResponse', async (req, reply) => {
+    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime);
   });
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);

@@ -20,6 +20,10 @@ export interface Config {
   /** token → role; null when auth is off. */
   tokens: Map<string, Role> | null;
   logLevel: string;
+  /** Overload: answer 503 while the mean event-loop delay exceeds this (0 = never). */
+  maxEventLoopDelayMs: number;
+  /** Overload: how often the event-loop delay is measured. */
+  loadSampleIntervalMs: number;
 }
 
 /** A setting that cannot be used; the message names the variable. */
@@ -105,5 +109,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
     tokens: parseTokens(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    // Not in the contract: operators' knobs for shedding load (see docs/container.md).
+    maxEventLoopDelayMs: integer(env, 'STATELOG_MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 600_000),
+    loadSampleIntervalMs: integer(env, 'STATELOG_LOAD_SAMPLE_INTERVAL_MS', 1000, 10, 60_000),
   };
 }

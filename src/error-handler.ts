@@ -1,5 +1,6 @@
 // The one place where errors become answers: every status >= 400 carries the
 // contract's body {"error": {"code", "message", ...details}} and never a stack trace.
+import { STATUS_CODES as HTTP_REASONS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorCode } from './errors.js';
@@ -26,12 +27,30 @@ const STATUS_CODES: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
+/**
+ * Only our own errors and fastify's (validation, body parsing, routing) carry messages
+ * written for clients. Anything else (better-sqlite3, Node, a library) may carry SQL,
+ * file paths or internals in its message: its text never reaches the body.
+ */
+const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  invalid_request: 'the request is not valid',
+  not_found: 'not found',
+  payload_too_large: 'the body is too large',
+  unsupported_media_type: 'send a JSON body with Content-Type: application/json',
+  too_many_requests: 'too many requests; retry later',
+  unavailable: 'the service is unavailable; retry later',
+};
+
 export function toApiError(err: FastifyError | Error): ApiError {
   if (err instanceof ApiError) return err;
   const fastifyError = err as FastifyError;
   if (fastifyError.validation) return new ApiError('invalid_request', fastifyError.message);
-  const code = (fastifyError.code && FASTIFY_CODES[fastifyError.code]) ?? STATUS_CODES[fastifyError.statusCode ?? 500];
-  if (code) return new ApiError(code, fastifyError.message);
+  const status = fastifyError.statusCode ?? 500;
+  const fromFastify = typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_');
+  const code = (fromFastify && FASTIFY_CODES[fastifyError.code]) || STATUS_CODES[status];
+  if (code) return new ApiError(code, fromFastify ? fastifyError.message : GENERIC_MESSAGES[code] ?? 'the request was refused');
+  // A client error without a code of its own is still the client's, never a 5xx.
+  if (status >= 400 && status < 500) return new ApiError('invalid_request', 'the request was refused');
   return new ApiError('internal', 'internal error');
 }
 
@@ -56,15 +75,24 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): F
 }
 
 /**
- * Requests so malformed that no route sees them (bad HTTP framing, headers too large):
- * answered on the raw socket, still with the contract's body.
+ * Requests that Node's HTTP parser refuses (not HTTP, header too large, sent too
+ * slowly) never reach fastify's routing: they are answered here on the socket, still
+ * with the contract's body.
  */
-export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) return;
-  const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'the request headers are too large' : 'the request is not valid HTTP';
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'the request headers are too large']
+        : [400, 'the request is not valid HTTP/1.1'];
   const body = JSON.stringify(new ApiError('invalid_request', message).toBody());
-  socket.end(
-    `HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-  );
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${HTTP_REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

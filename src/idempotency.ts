@@ -28,7 +28,7 @@ export function fingerprint(parts: {
   try {
     text = JSON.stringify([parts.method, parts.path, parts.ifMatch ?? null, parts.ifNoneMatch ?? null, parts.body ?? null]);
   } catch {
-    // Only a body nested too deeply to serialise: the client's doing, not a fault.
+    // A body nested too deeply to serialise (JSON.parse takes depths JSON.stringify does not).
     throw new ApiError('invalid_request', 'the body is nested too deeply');
   }
   return createHash('sha256').update(text).digest('base64url');

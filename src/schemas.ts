@@ -136,4 +136,9 @@ export const healthSchema = {
   response: { 200: Type.Object({ status: Type.String() }), 503: ErrorBody },
 };
 
+/** Prometheus text exposition; only the error answers are JSON. */
+export const metricsSchema = {
+  response: { 200: Type.String(), ...errors(401, 403, 503) },
+};
+
 export type Static<T extends Type.TSchema> = Type.Static<T>;

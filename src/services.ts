@@ -2,6 +2,7 @@
 // route plugin, so nothing depends on registration order or decorators.
 import type { Config } from './config.js';
 import type { ChangeNotifier } from './change-notifier.js';
+import type { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
 
@@ -18,4 +19,6 @@ export interface AppServices {
   batcher: WriteBatcher;
   notifier: ChangeNotifier;
   lifecycle: Lifecycle;
+  /** Streams, long polls and snapshots report themselves here (metrics.openStream). */
+  metrics: Metrics;
 }

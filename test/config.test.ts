@@ -2,25 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 
 describe('loadConfig', () => {
-  it('has the contract defaults', () => {
-    expect(loadConfig({})).toEqual({
-      port: 8080,
-      host: '127.0.0.1',
-      dbPath: './data/statelog.db',
-      sync: 'full',
-      compactIntervalMs: 60_000,
-      minDirtyRatio: 0.5,
-      minCompactionLagMs: 0,
-      maxCompactionLagMs: 0,
-      tombstoneRetentionMs: 86_400_000,
-      idempotencyTtlMs: 86_400_000,
-      maxValueBytes: 1_048_576,
-      maxSnapshots: 8,
-      tokens: null,
-      logLevel: 'info',
-    });
-  });
-
   it('reads every setting', () => {
     const config = loadConfig({
       PORT: '9000',

@@ -19,8 +19,15 @@ export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'statelog-test-'));
 }
 
-/** The app on a fresh database; `env` overrides settings as the environment would. */
-export async function startApp(env: Record<string, string> = {}, dir = tempDir()): Promise<TestApp> {
+/**
+ * The app on a fresh database; `env` overrides settings as the environment would.
+ * `prepare` runs before listening (to add a test's own routes or hooks).
+ */
+export async function startApp(
+  env: Record<string, string> = {},
+  dir = tempDir(),
+  prepare?: (app: App) => void | Promise<void>,
+): Promise<TestApp> {
   const dbPath = join(dir, 'statelog.db');
   const config = loadConfig({
     STATELOG_DB: dbPath,
@@ -29,6 +36,7 @@ export async function startApp(env: Record<string, string> = {}, dir = tempDir()
     ...env,
   });
   const app = await buildApp(config);
+  await prepare?.(app);
   await app.listen({ port: 0, host: '127.0.0.1' });
   return {
     app,

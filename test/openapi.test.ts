@@ -376,6 +376,7 @@ const cases: Case[] = [
   { route: 'GET /v1/stats', status: 200, name: 'the counters', send: (t) => t.http.get('/v1/stats') },
   { route: 'GET /healthz', status: 200, name: 'alive', send: (t) => t.http.get('/healthz') },
   { route: 'GET /readyz', status: 200, name: 'ready', send: (t) => t.http.get('/readyz') },
+  { route: 'GET /metrics', status: 200, name: 'Prometheus text', send: (t) => t.http.get('/metrics') },
 ];
 
 /** One ordinary request per documented route, for the answers every route can give (500, 503). */
@@ -388,6 +389,7 @@ const anyRequest: Record<string, (t: TestApp) => PromiseLike<Response>> = {
   'GET /v1/stats': (t) => t.http.get('/v1/stats'),
   'GET /healthz': (t) => t.http.get('/healthz'),
   'GET /readyz': (t) => t.http.get('/readyz'),
+  'GET /metrics': (t) => t.http.get('/metrics'),
 };
 
 /** Sends, checks the status (and code), then the answer against the document. */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tempDir } from './helpers.js';
-import { runServerExpectingExit, spawnServer, type ChildServer } from './support/child-server.js';
+import { runServerExpectingExit, type ChildServer } from './support/child-server.js';
 import { MigrationError, migrate, SQLITE_MIGRATIONS_DIR } from '../src/store/sqlite-migrations.js';
 
 let dir: string;
@@ -57,55 +57,5 @@ describe('start-up', () => {
     const { code, stderr } = await runServerExpectingExit({ STATELOG_DB: dbPath });
     expect(code).toBe(1);
     expect(stderr).toMatch(/cannot open the database/);
-  });
-
-  it('warns once when no tokens are set', async () => {
-    dir = tempDir();
-    const server = await spawnServer({ STATELOG_DB: join(dir, 'w.db') });
-    servers.push(server);
-    server.proc.kill('SIGTERM');
-    expect((await server.exited).code).toBe(0);
-  });
-});
-
-describe('graceful shutdown', () => {
-  it('on SIGTERM with writes in flight: exits 0 and keeps every answered write', async () => {
-    dir = tempDir();
-    const dbPath = join(dir, 'shutdown.db');
-    const server = await spawnServer({ STATELOG_DB: dbPath });
-    servers.push(server);
-
-    // Eight writers keep requests in flight until the server stops answering.
-    const answered: { key: string; offset: number }[] = [];
-    const writer = async (w: number) => {
-      for (let i = 0; ; i++) {
-        const key = `w${w}-${i}`;
-        try {
-          const res = await fetch(`${server.url}/v1/keys/${key}`, {
-            method: 'PUT',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ value: i }),
-          });
-          if (res.status !== 200) return; // 503: shutting down
-          answered.push({ key, offset: ((await res.json()) as { offset: number }).offset });
-        } catch {
-          return; // refused or cut by the shutdown: never answered, so never promised
-        }
-      }
-    };
-    const writers = Array.from({ length: 8 }, (_, w) => writer(w));
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    server.proc.kill('SIGTERM');
-    await Promise.all(writers);
-    const { code } = await server.exited;
-    expect(code).toBe(0);
-    expect(answered.length).toBeGreaterThan(0);
-
-    // The database was checkpointed and closed cleanly: no WAL left behind.
-    expect(existsSync(`${dbPath}-wal`)).toBe(false);
-    const db = new Database(dbPath, { readonly: true });
-    const find = db.prepare('SELECT s.seq FROM state s WHERE s.key = ? AND s.live = 1').pluck();
-    for (const write of answered) expect(find.get(write.key)).toBe(write.offset);
-    db.close();
   });
 });

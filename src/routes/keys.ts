@@ -8,6 +8,12 @@ import { deleteKeySchema, getKeySchema, listKeysSchema, putKeySchema } from '../
 import type { AppServices } from '../services.js';
 import { sendJsonText, submitWrite, valueText } from '../write-request.js';
 
+/**
+ * A listing page stops early past this much JSON (at least one item is always sent):
+ * 1000 values of the largest size would otherwise make a page of a gigabyte.
+ */
+export const LIST_PAGE_CHARS = 8 * 1024 * 1024;
+
 function encodeCursor(key: string): string {
   return Buffer.from(key, 'utf8').toString('base64url');
 }
@@ -58,9 +64,10 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     const afterKey = req.query.cursor === undefined ? null : decodeCursor(req.query.cursor);
     const limit = req.query.limit;
     // One more than asked tells whether there is a next page.
-    const { items, head } = await store.list({ prefix, afterKey, limit: limit + 1 });
+    const { items, head, truncated } = await store.list({ prefix, afterKey, limit: limit + 1, maxChars: LIST_PAGE_CHARS });
     const page = items.slice(0, limit);
-    const cursor = items.length > limit ? JSON.stringify(encodeCursor(page[page.length - 1]!.key)) : 'null';
+    const more = items.length > limit || truncated === true;
+    const cursor = more ? JSON.stringify(encodeCursor(page[page.length - 1]!.key)) : 'null';
     return sendJsonText(reply, `{"items":[${page.map(entryJson).join(',')}],"cursor":${cursor},"offset":${head}}`);
   });
 };

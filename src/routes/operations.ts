@@ -1,8 +1,9 @@
 // Stats and health: what dashboards and operators read.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError } from '../errors.js';
-import { healthSchema, statsSchema, type LastCompaction, type Static } from '../schemas.js';
+import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../schemas.js';
 import type { AppServices } from '../services.js';
+import { dirtyRatio } from '../store/log-store.js';
 
 export interface OperationsOptions {
   services: AppServices;
@@ -11,14 +12,13 @@ export interface OperationsOptions {
 }
 
 export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = async (app, options) => {
-  const { store, lifecycle } = options.services;
+  const { store, lifecycle, metrics } = options.services;
 
   app.get('/v1/stats', { schema: statsSchema }, async () => {
     const counters = await store.counters();
-    const superseded = counters.records - counters.liveKeys - counters.tombstones;
     return {
       ...counters,
-      dirtyRatio: counters.records === 0 ? 0 : superseded / counters.records,
+      dirtyRatio: dirtyRatio(counters),
       lastCompaction: options.lastCompaction(),
     };
   });
@@ -33,5 +33,10 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       throw new ApiError('unavailable', 'the database is not usable');
     }
     return { status: 'ready' };
+  });
+
+  app.get('/metrics', { schema: metricsSchema }, async (_req, reply) => {
+    const text = await metrics.exposition();
+    return reply.type(metrics.contentType).send(text);
   });
 };

@@ -94,11 +94,29 @@ export interface StoreCounters {
   dbBytes: number;
 }
 
+/** Superseded records / all records: the share of the log that compaction would remove. */
+export function dirtyRatio(counters: StoreCounters): number {
+  const superseded = counters.records - counters.liveKeys - counters.tombstones;
+  return counters.records === 0 ? 0 : superseded / counters.records;
+}
+
 export interface ListQuery {
   prefix: string;
   /** Exclusive: list keys after this one. */
   afterKey: string | null;
   limit: number;
+  /**
+   * Stop early once the keys and values read add up to this many characters (at least
+   * one item is always returned), so that large values never make a huge page.
+   */
+  maxChars?: number;
+}
+
+export interface ListPage {
+  items: StoredEntry[];
+  head: number;
+  /** True when maxChars stopped the page early and more keys follow. */
+  truncated?: boolean;
 }
 
 export interface ChangesQuery {
@@ -133,7 +151,7 @@ export interface LogStore {
   readonly epoch: string;
   position(): LogPosition;
   get(key: string): Promise<StoredEntry | null>;
-  list(query: ListQuery): Promise<{ items: StoredEntry[]; head: number }>;
+  list(query: ListQuery): Promise<ListPage>;
   /**
    * Applies the requests in order in one transaction; each request is all or nothing,
    * and a refused request never affects its neighbours. Answers come back in order.

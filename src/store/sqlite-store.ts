@@ -13,6 +13,7 @@ import type {
   Answer,
   ChangesPage,
   ChangesQuery,
+  ListPage,
   ListQuery,
   LogPosition,
   LogStore,
@@ -128,13 +129,24 @@ export class SqliteStore implements LogStore {
     return (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
   }
 
-  async list(query: ListQuery): Promise<{ items: StoredEntry[]; head: number }> {
-    const items = this.sql.list.all({
+  async list(query: ListQuery): Promise<ListPage> {
+    const rows = this.sql.list.iterate({
       lower: query.prefix,
       after: query.afterKey ?? '',
       upper: prefixUpperBound(query.prefix),
       limit: query.limit,
-    }) as StoredEntry[];
+    }) as IterableIterator<StoredEntry>;
+    // Rows are stepped one by one (synchronously: one consistent read), so a page of
+    // large values stops early instead of loading them all.
+    const items: StoredEntry[] = [];
+    let chars = 0;
+    for (const row of rows) {
+      if (query.maxChars !== undefined && items.length > 0 && chars >= query.maxChars) {
+        return { items, head: this.meta.head, truncated: true };
+      }
+      items.push(row);
+      chars += row.key.length + row.value.length;
+    }
     return { items, head: this.meta.head };
   }
 

@@ -1,0 +1,173 @@
+// Prometheus metrics for /metrics. Each app has its own registry (never prom-client's
+// global one), so several apps can live in one process, as they do in the tests.
+// The store's and the compactor's figures are read when scraped, not pushed, so they
+// are never stale and cost nothing between scrapes.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { dirtyRatio, type LogStore } from './store/log-store.js';
+
+/** The route label of a request that matched no route: raw URLs would explode the label set. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+/** Long-lived answers, counted while open. */
+export type StreamKind = 'sse' | 'long_poll' | 'snapshot';
+const STREAM_KINDS: readonly StreamKind[] = ['sse', 'long_poll', 'snapshot'];
+
+/** Running totals kept by the compactor, read at each scrape. */
+export interface CompactionStats {
+  runs: number;
+  failures: number;
+  /** Records removed, delete markers included. */
+  removed: number;
+  tombstonesRemoved: number;
+  /** Duration of the last finished run (0 before the first). */
+  lastDurationMs: number;
+  /** Sum of the durations of all finished runs. */
+  totalDurationMs: number;
+}
+
+const NO_COMPACTION: CompactionStats = {
+  runs: 0,
+  failures: 0,
+  removed: 0,
+  tombstonesRemoved: 0,
+  lastDurationMs: 0,
+  totalDurationMs: 0,
+};
+
+/** A counter whose total is kept elsewhere and copied in at scrape time. */
+class MirroredCounter {
+  private readonly counter: Counter;
+
+  constructor(registry: Registry, name: string, help: string) {
+    this.counter = new Counter({ name, help, registers: [registry] });
+  }
+
+  set(total: number): void {
+    this.counter.reset();
+    this.counter.inc(total);
+  }
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  private compaction: () => CompactionStats = () => NO_COMPACTION;
+
+  private readonly requests = new Counter({
+    name: 'statelog_http_requests_total',
+    help: 'HTTP requests answered, by method, route pattern and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+  private readonly durations = new Histogram({
+    name: 'statelog_http_request_duration_seconds',
+    help: 'Time to answer HTTP requests, by method, route pattern and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    // Up to a minute: long polls wait for at most 60 s.
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  private readonly written = new Counter({
+    name: 'statelog_records_written_total',
+    help: 'Records appended to the log (sets and delete markers)',
+    registers: [this.registry],
+  });
+  private readonly streams = new Gauge({
+    name: 'statelog_open_streams',
+    help: 'Answers still streaming or waiting: SSE streams, long polls, snapshots',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly log = {
+    head: this.gauge('statelog_log_head', 'Highest offset ever assigned'),
+    horizon: this.gauge('statelog_log_horizon', 'Highest offset of a removed live delete marker'),
+    records: this.gauge('statelog_log_records', 'Records in the log, superseded ones included'),
+    liveKeys: this.gauge('statelog_live_keys', 'Keys with a live value'),
+    tombstones: this.gauge('statelog_tombstones', 'Keys whose latest record is a delete marker still kept'),
+    dirtyRatio: this.gauge('statelog_dirty_ratio', 'Superseded records / all records'),
+    dbBytes: this.gauge('statelog_db_bytes', 'Size of the database file and its write-ahead log'),
+  };
+
+  private readonly compactionMetrics = {
+    runs: new MirroredCounter(this.registry, 'statelog_compaction_runs_total', 'Compaction runs finished'),
+    failures: new MirroredCounter(this.registry, 'statelog_compaction_failures_total', 'Compaction runs that failed'),
+    removed: new MirroredCounter(this.registry, 'statelog_compaction_removed_records_total', 'Records removed by compaction'),
+    tombstonesRemoved: new MirroredCounter(
+      this.registry,
+      'statelog_compaction_tombstones_removed_total',
+      'Delete markers removed by compaction',
+    ),
+    totalDuration: new MirroredCounter(
+      this.registry,
+      'statelog_compaction_duration_seconds_total',
+      'Time spent in compaction runs',
+    ),
+    lastDuration: this.gauge('statelog_compaction_last_duration_seconds', 'Duration of the last compaction run'),
+  };
+
+  constructor(private readonly store: LogStore) {
+    collectDefaultMetrics({ register: this.registry });
+    for (const kind of STREAM_KINDS) this.streams.set({ kind }, 0);
+  }
+
+  private gauge(name: string, help: string): Gauge {
+    return new Gauge({ name, help, registers: [this.registry] });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** `route` is the matched pattern (routeOptions.url), undefined when nothing matched. */
+  observeRequest(method: string, route: string | undefined, status: number, elapsedMs: number): void {
+    const labels = { method, route: route ?? UNMATCHED_ROUTE, status: String(status) };
+    this.requests.inc(labels);
+    this.durations.observe(labels, elapsedMs / 1000);
+  }
+
+  /** Fed from the write batcher's onCommit. */
+  recordsWritten(count: number): void {
+    this.written.inc(count);
+  }
+
+  /**
+   * Counts a stream, long poll or snapshot as open; call the returned function when it
+   * ends, however it ends. Calling it again does nothing, so every exit path may call it.
+   */
+  openStream(kind: StreamKind): () => void {
+    this.streams.inc({ kind });
+    let open = true;
+    return () => {
+      if (!open) return;
+      open = false;
+      this.streams.dec({ kind });
+    };
+  }
+
+  /** Where the compaction figures come from (the compactor's running totals). */
+  watchCompaction(source: () => CompactionStats): void {
+    this.compaction = source;
+  }
+
+  /** The exposition text, with the store's and compactor's figures read now. */
+  async exposition(): Promise<string> {
+    const counters = await this.store.counters();
+    this.log.head.set(counters.head);
+    this.log.horizon.set(counters.horizon);
+    this.log.records.set(counters.records);
+    this.log.liveKeys.set(counters.liveKeys);
+    this.log.tombstones.set(counters.tombstones);
+    this.log.dirtyRatio.set(dirtyRatio(counters));
+    this.log.dbBytes.set(counters.dbBytes);
+
+    const stats = this.compaction();
+    const m = this.compactionMetrics;
+    m.runs.set(stats.runs);
+    m.failures.set(stats.failures);
+    m.removed.set(stats.removed);
+    m.tombstonesRemoved.set(stats.tombstonesRemoved);
+    m.totalDuration.set(stats.totalDurationMs / 1000);
+    m.lastDuration.set(stats.lastDurationMs / 1000);
+    return this.registry.metrics();
+  }
+}

@@ -1,0 +1,98 @@
+// Settings: STATELOG_TOKENS and the overload knobs, parsed and refused with one line
+// that names the variable (and never echoes a token).
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+function refusal(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error(`accepted ${JSON.stringify(env)}`);
+}
+
+describe('STATELOG_TOKENS', () => {
+  it('is off (null) when unset or blank', () => {
+    expect(loadConfig({}).tokens).toBeNull();
+    expect(loadConfig({ STATELOG_TOKENS: '  ' }).tokens).toBeNull();
+  });
+
+  it('maps each token to its role, trimming spaces, keeping colons inside tokens', () => {
+    const tokens = loadConfig({ STATELOG_TOKENS: 'read:r-1, write : w:2 ,admin:A.3~' }).tokens;
+    expect(tokens).toEqual(
+      new Map([
+        ['r-1', 'read'],
+        ['w:2', 'write'],
+        ['A.3~', 'admin'],
+      ]),
+    );
+  });
+
+  it.each([
+    ['no role', 'sekrit-token', 'entry 1'],
+    ['unknown role', 'read:ok-token,owner:sekrit-token', 'entry 2'],
+    ['role in capitals', 'READ:sekrit-token', 'entry 1'],
+    ['empty token', 'read:', 'entry 1'],
+    ['a space inside the token', 'write:sekrit token', 'entry 1'],
+    ['a control character', 'write:sekrit\u0007token', 'entry 1'],
+    ['non-ASCII token', 'write:sekrit-tøken', 'entry 1'],
+    ['trailing comma', 'read:sekrit-token,', 'entry 2'],
+    ['the same token twice', 'read:sekrit-token,admin:sekrit-token', 'entry 2'],
+  ])('refuses %s, naming the variable and the entry but never the token', (_what, value, entry) => {
+    const err = refusal({ STATELOG_TOKENS: value });
+    expect(err.variable).toBe('STATELOG_TOKENS');
+    expect(err.message).toContain('STATELOG_TOKENS');
+    expect(err.message).toContain(entry);
+    expect(err.message).not.toContain('sekrit');
+    expect(err.message).not.toContain('\n');
+  });
+});
+
+describe('overload settings', () => {
+  it('default to a 1 s mean event-loop delay, sampled every second', () => {
+    const config = loadConfig({});
+    expect(config.maxEventLoopDelayMs).toBe(1000);
+    expect(config.loadSampleIntervalMs).toBe(1000);
+  });
+
+  it('accept 0 to turn load shedding off, and other whole numbers in range', () => {
+    const config = loadConfig({ STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', STATELOG_LOAD_SAMPLE_INTERVAL_MS: '50' });
+    expect(config.maxEventLoopDelayMs).toBe(0);
+    expect(config.loadSampleIntervalMs).toBe(50);
+  });
+
+  it.each([
+    ['STATELOG_MAX_EVENT_LOOP_DELAY_MS', '-1'],
+    ['STATELOG_MAX_EVENT_LOOP_DELAY_MS', '1.5'],
+    ['STATELOG_MAX_EVENT_LOOP_DELAY_MS', '600001'],
+    ['STATELOG_LOAD_SAMPLE_INTERVAL_MS', '9'],
+    ['STATELOG_LOAD_SAMPLE_INTERVAL_MS', 'soon'],
+    ['STATELOG_LOAD_SAMPLE_INTERVAL_MS', '60001'],
+  ])('refuses %s=%s', (variable, value) => {
+    expect(refusal({ [variable]: value }).variable).toBe(variable);
+  });
+});
+
+describe("the contract's settings", () => {
+  it('keep their defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      dbPath: './data/statelog.db',
+      sync: 'full',
+      compactIntervalMs: 60_000,
+      minDirtyRatio: 0.5,
+      minCompactionLagMs: 0,
+      maxCompactionLagMs: 0,
+      tombstoneRetentionMs: 86_400_000,
+      idempotencyTtlMs: 86_400_000,
+      maxValueBytes: 1_048_576,
+      maxSnapshots: 8,
+      tokens: null,
+      logLevel: 'info',
+    });
+  });
+});
