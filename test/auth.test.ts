@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Authenticator, requiredRole } from '../src/auth.js';
 import type { Role } from '../src/config.js';
 import { startApp, type TestApp } from './helpers.js';
-import { bearer, portOf, send, type Received } from './http.js';
+import { bearer, portOf, send, type Received } from './support/http.js';
 
 const TOKENS = { read: 'tok-read.1', write: 'tok-write.2', admin: 'tok-admin.3' } satisfies Record<Role, string>;
 const TOKENS_ENV = Object.entries(TOKENS)

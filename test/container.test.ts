@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config.js';
 import { startApp, type TestApp } from './helpers.js';
-import { portOf } from './http.js';
+import { portOf } from './support/http.js';
 
 const root = new URL('..', import.meta.url);
 const read = (file: string) => readFileSync(new URL(file, root), 'utf8');

@@ -3,10 +3,10 @@ import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tempDir } from './helpers.js';
-import { spawnServer, type ChildServer } from './support/child-server.js';
+import { startServer, type ListeningServer } from './support/child-server.js';
 
 let dir: string;
-let servers: ChildServer[] = [];
+let servers: ListeningServer[] = [];
 afterEach(() => {
   for (const server of servers) server.proc.kill('SIGKILL');
   servers = [];
@@ -20,9 +20,9 @@ interface Acked {
 }
 
 async function start(dbPath: string) {
-  const server = await spawnServer({ STATELOG_DB: dbPath, STATELOG_SYNC: 'full' });
+  const server = await startServer({ STATELOG_DB: dbPath, STATELOG_SYNC: 'full' });
   servers.push(server);
-  return server;
+  return { ...server, url: `http://127.0.0.1:${server.port}` };
 }
 
 describe('crash safety', () => {

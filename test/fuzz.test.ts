@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type ListeningServer } from './child-server.js';
+import { startServer, type ListeningServer } from './support/child-server.js';
 import { tempDir } from './helpers.js';
-import { bearer, send } from './http.js';
+import { bearer, send } from './support/http.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 3000);
 /** FUZZ_SEED replays a failed run. */

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { json, startApp, type TestApp } from './helpers.js';
-import { portOf, send, type Received } from './http.js';
+import { portOf, send, type Received } from './support/http.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {

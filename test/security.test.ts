@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { toApiError } from '../src/error-handler.js';
 import { LIST_PAGE_CHARS } from '../src/routes/keys.js';
 import { json, startApp, type TestApp } from './helpers.js';
-import { portOf } from './http.js';
+import { portOf } from './support/http.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {

@@ -7,9 +7,9 @@ import { pino, type LoggerOptions } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loggerOptions } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { runServer, startServer, type ListeningServer } from './child-server.js';
+import { runServer, startServer, type ListeningServer } from './support/child-server.js';
 import { tempDir } from './helpers.js';
-import { bearer, send } from './http.js';
+import { bearer, send } from './support/http.js';
 
 const dirs: string[] = [];
 const servers: ListeningServer[] = [];

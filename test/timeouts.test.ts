@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SERVER_TIMEOUTS, type App } from '../src/app.js';
 import { MAX_WAIT_SECONDS } from '../src/schemas.js';
 import { startApp, type TestApp } from './helpers.js';
-import { portOf, send } from './http.js';
+import { portOf, send } from './support/http.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {

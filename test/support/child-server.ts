@@ -1,58 +1,75 @@
-// A real statelog server in a child process, for crash and shutdown tests.
+// The real server process (src/server.ts, as `npm start` runs it but through tsx), for
+// tests of what only a process shows: start-up, logs, signals, exit codes, crashes.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
 
 export interface ChildServer {
   proc: ChildProcess;
-  url: string;
-  /** Resolves with the exit code (null when killed by a signal) and the signal. */
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** Everything the process wrote to stderr. */
+  /** Resolves when the process has exited. */
+  exited: Promise<Exit>;
+  /** Everything written to stdout and stderr so far. */
+  stdout(): string;
   stderr(): string;
+  /** stdout's JSON log lines. */
+  logs(): Record<string, unknown>[];
 }
 
-export async function spawnServer(env: Record<string, string>): Promise<ChildServer> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: ROOT,
-    // The listening line (info) tells the port, so the level stays at info.
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  proc.stderr!.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    proc.on('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (chunk: Buffer) => {
-      out += chunk;
-      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (match) {
-        proc.stdout!.off('data', onData);
-        proc.stdout!.resume();
-        resolve(match[1]!);
-      }
-    };
-    proc.stdout!.on('data', onData);
-    void exited.then(({ code }) => reject(new Error(`server exited with ${code} before listening: ${stderr}`)));
-  });
-  return { proc, url, exited, stderr: () => stderr };
+export interface ListeningServer extends ChildServer {
+  port: number;
+  /** Sends a signal and waits for the exit. */
+  stop(signal?: NodeJS.Signals): Promise<Exit>;
 }
 
-/** Runs `spawnServer` with a command that is expected to fail at start-up. */
-export async function runServerExpectingExit(env: Record<string, string>) {
+/**
+ * Starts the server with a clean environment: only PATH and `env` (plus defaults that
+ * keep tests quiet and quick), so nothing leaks in from the environment of the tests.
+ */
+export function runServer(env: Record<string, string>): ChildServer {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', ...env },
+    env: { PATH: process.env.PATH, PORT: '0', LOG_LEVEL: 'info', STATELOG_COMPACT_INTERVAL_MS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stdout = '';
-  let stderr = '';
-  proc.stdout!.on('data', (chunk) => (stdout += chunk));
-  proc.stderr!.on('data', (chunk) => (stderr += chunk));
-  const code = await new Promise<number | null>((resolve) => proc.on('exit', resolve));
-  return { code, stdout, stderr };
+  let out = '';
+  let err = '';
+  proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+  const exited = new Promise<Exit>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+  const logs = () =>
+    out
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { proc, exited, stdout: () => out, stderr: () => err, logs };
+}
+
+/** Starts the server and waits until it listens (its info log says on which port). */
+export async function startServer(env: Record<string, string>, timeoutMs = 20_000): Promise<ListeningServer> {
+  const child = runServer(env);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const listening = child
+      .logs()
+      .map((line) => /^Server listening at http:\/\/127\.0\.0\.1:(\d+)$/.exec(String(line.msg)))
+      .find(Boolean);
+    if (listening) {
+      const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+        child.proc.kill(signal);
+        return child.exited;
+      };
+      return { ...child, port: Number(listening[1]), stop };
+    }
+    if (child.proc.exitCode !== null || Date.now() > deadline) {
+      child.proc.kill('SIGKILL');
+      throw new Error(`the server did not start:\n${child.stdout()}\n${child.stderr()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
 }
