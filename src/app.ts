@@ -1,6 +1,7 @@
 // Builds the statelog HTTP app: a factory that opens the store and wires the services
 // and routes together, but never listens. server.ts and the tests both use it.
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { isUtf8 } from 'node:buffer';
 import { Ajv } from 'ajv';
 import Fastify, {
@@ -16,6 +17,7 @@ import type { Config } from './config.js';
 import { ChangeNotifier } from './change-notifier.js';
 import { ApiError } from './errors.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
+import { changesRoutes } from './routes/changes.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
@@ -77,6 +79,8 @@ export async function buildApp(config: Config): Promise<App> {
   notifier.publish(store.position().head);
   const batcher = new WriteBatcher(store, { onCommit: (head) => notifier.publish(head) });
   const shutdown = new AbortController();
+  // Every open stream and long poll listens for shutdown: no leak at any count.
+  setMaxListeners(0, shutdown.signal);
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
   const services: AppServices = { config, store, batcher, notifier, lifecycle };
 
@@ -115,11 +119,15 @@ export async function buildApp(config: Config): Promise<App> {
   });
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    // An answer sent during shutdown (a long poll it ended) must not leave an idle
+    // keep-alive connection behind: server.close() would wait for it.
+    if (lifecycle.closing) reply.header('connection', 'close');
   });
 
   await app.register(keyRoutes, { services });
   await app.register(recordRoutes, { services });
   await app.register(operationsRoutes, { services, lastCompaction: () => null });
+  await app.register(changesRoutes, { services });
 
   const purge = setInterval(
     () => void store.purgeIdempotency(Date.now()).catch((err) => app.log.error({ err }, 'idempotency purge failed')),
