@@ -21,7 +21,9 @@ import { changesRoutes } from './routes/changes.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
+import { snapshotRoutes } from './routes/snapshot.js';
 import type { AppServices, Lifecycle } from './services.js';
+import { SnapshotSlots } from './snapshot-slots.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import { WriteBatcher } from './write-batcher.js';
 
@@ -127,6 +129,8 @@ export async function buildApp(config: Config): Promise<App> {
   await app.register(keyRoutes, { services });
   await app.register(recordRoutes, { services });
   await app.register(operationsRoutes, { services, lastCompaction: () => null });
+  const slots = new SnapshotSlots(config.maxSnapshots);
+  await app.register(snapshotRoutes, { services, slots });
   await app.register(changesRoutes, { services });
 
   const purge = setInterval(

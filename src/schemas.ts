@@ -115,6 +115,14 @@ export const LogRecord = Type.Object({
   ts: Type.Integer(),
 });
 
+/** A stream's body is not serialised by fastify; these describe it for readers of the schema. */
+const NdjsonBody = Type.Unknown({ description: 'application/x-ndjson: one entry per line, then {"end": true, ...}' });
+
+export const snapshotSchema = {
+  querystring: Type.Object({ prefix: Prefix }, { additionalProperties: false }),
+  response: { 200: NdjsonBody, ...errors(400, 401, 403, 429, 503) },
+};
+
 export const changesSchema = {
   querystring: Type.Object(
     {
