@@ -17,6 +17,7 @@ import type { Config } from './config.js';
 import { ChangeNotifier } from './change-notifier.js';
 import { ApiError } from './errors.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
+import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
@@ -129,9 +130,11 @@ export async function buildApp(config: Config): Promise<App> {
   await app.register(keyRoutes, { services });
   await app.register(recordRoutes, { services });
   await app.register(operationsRoutes, { services, lastCompaction: () => null });
+  // Snapshots and snapshot=true streams share one limit.
   const slots = new SnapshotSlots(config.maxSnapshots);
   await app.register(snapshotRoutes, { services, slots });
   await app.register(changesRoutes, { services });
+  await app.register(changeStreamRoutes, { services, slots });
 
   const purge = setInterval(
     () => void store.purgeIdempotency(Date.now()).catch((err) => app.log.error({ err }, 'idempotency purge failed')),

@@ -117,6 +117,7 @@ export const LogRecord = Type.Object({
 
 /** A stream's body is not serialised by fastify; these describe it for readers of the schema. */
 const NdjsonBody = Type.Unknown({ description: 'application/x-ndjson: one entry per line, then {"end": true, ...}' });
+const EventStreamBody = Type.Unknown({ description: 'text/event-stream' });
 
 export const snapshotSchema = {
   querystring: Type.Object({ prefix: Prefix }, { additionalProperties: false }),
@@ -138,6 +139,19 @@ export const changesSchema = {
     200: Type.Object({ records: Type.Array(LogRecord), next: Offset, head: Offset, epoch: Type.String() }),
     ...errors(400, 401, 403, 410, 503),
   },
+};
+
+export const changeStreamSchema = {
+  querystring: Type.Object(
+    {
+      after: Type.Optional(after()),
+      prefix: Prefix,
+      snapshot: Type.Boolean({ default: false }),
+      epoch: Type.Optional(Epoch),
+    },
+    { additionalProperties: false },
+  ),
+  response: { 200: EventStreamBody, ...errors(400, 401, 403, 410, 429, 503) },
 };
 
 // --- stats and operations ---

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, tempDir, type TestApp } from './helpers.js';
 import { seedLiveKeys } from './seed-db.js';
-import { baseUrl, type ErrorBody } from './stream-clients.js';
+import { baseUrl, SseClient, type ErrorBody } from './stream-clients.js';
 
 const KEYS = 200_000;
 const PAD = 'x'.repeat(250);
@@ -126,6 +126,9 @@ describe('the snapshot limit', () => {
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
     expect(((await refused.json()) as ErrorBody).error).toMatchObject({ code: 'too_many_requests' });
+    // A stream with snapshot=true takes a slot from the same limit.
+    const stream = await SseClient.open(`${base}/v1/changes/stream?snapshot=true`);
+    expect(stream).toMatchObject({ status: 429, headers: { 'retry-after': '1' } });
     // The open snapshot's read transaction keeps the newest write in the WAL.
     expect(pinnedFrames()).toBeGreaterThan(0);
 
