@@ -59,9 +59,10 @@ export class SseClient {
   static async open(
     url: string,
     headers: Record<string, string> = {},
+    agent?: http.Agent,
   ): Promise<SseClient | { status: number; headers: http.IncomingHttpHeaders; body: string }> {
     return new Promise((resolve, reject) => {
-      const request = http.get(url, { headers: { accept: 'text/event-stream', ...headers } }, (response) => {
+      const request = http.get(url, { headers: { accept: 'text/event-stream', ...headers }, agent }, (response) => {
         if (response.statusCode !== 200) {
           let body = '';
           response.setEncoding('utf8');
@@ -75,8 +76,8 @@ export class SseClient {
     });
   }
 
-  static async connect(url: string, headers: Record<string, string> = {}): Promise<SseClient> {
-    const opened = await SseClient.open(url, headers);
+  static async connect(url: string, headers: Record<string, string> = {}, agent?: http.Agent): Promise<SseClient> {
+    const opened = await SseClient.open(url, headers, agent);
     if (!(opened instanceof SseClient)) throw new Error(`stream refused: ${opened.status} ${opened.body}`);
     return opened;
   }
