@@ -1,6 +1,7 @@
 // Builds the statelog HTTP app: a factory that opens the store and wires the services
 // and routes together, but never listens. server.ts and the tests both use it.
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { isUtf8 } from 'node:buffer';
 import { Ajv } from 'ajv';
 import Fastify, {
@@ -19,10 +20,14 @@ import { ApiError } from './errors.js';
 import { clientErrorHandler, errorHandler, notFoundHandler } from './error-handler.js';
 import { Metrics } from './metrics.js';
 import { registerOverload } from './overload.js';
+import { changeStreamRoutes } from './routes/change-stream.js';
+import { changesRoutes } from './routes/changes.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
+import { snapshotRoutes } from './routes/snapshot.js';
 import type { AppServices, Lifecycle } from './services.js';
+import { SnapshotSlots } from './snapshot-slots.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import { WriteBatcher } from './write-batcher.js';
 
@@ -114,6 +119,8 @@ export async function buildApp(config: Config): Promise<App> {
     },
   });
   const shutdown = new AbortController();
+  // Every open stream and long poll listens for shutdown: no leak at any count.
+  setMaxListeners(0, shutdown.signal);
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
   const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics };
   const auth = config.tokens && new Authenticator(config.tokens);
@@ -198,6 +205,11 @@ export async function buildApp(config: Config): Promise<App> {
   await app.register(keyRoutes, { services });
   await app.register(recordRoutes, { services });
   await app.register(operationsRoutes, { services, lastCompaction: () => null });
+  // Snapshots and snapshot=true streams share one limit.
+  const slots = new SnapshotSlots(config.maxSnapshots);
+  await app.register(snapshotRoutes, { services, slots });
+  await app.register(changesRoutes, { services });
+  await app.register(changeStreamRoutes, { services, slots });
 
   const purge = setInterval(
     () => void store.purgeIdempotency(Date.now()).catch((err) => app.log.error({ err }, 'idempotency purge failed')),

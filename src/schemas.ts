@@ -101,6 +101,59 @@ export const postRecordsSchema = {
   },
 };
 
+// --- snapshot and changes ---
+
+const Prefix = Type.String({ default: '', description: 'only keys that start with this (UTF-8, byte-wise)' });
+const after = (options: { default?: number } = {}) => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, ...options });
+const Epoch = Type.String({ minLength: 1, maxLength: 128 });
+
+export const LogRecord = Type.Object({
+  offset: Offset,
+  key: Type.String(),
+  op: Type.Union([Type.Literal('set'), Type.Literal('delete')]),
+  value: Type.Optional(JsonValue),
+  ts: Type.Integer(),
+});
+
+/** A stream's body is not serialised by fastify; these describe it for readers of the schema. */
+const NdjsonBody = Type.Unknown({ description: 'application/x-ndjson: one entry per line, then {"end": true, ...}' });
+const EventStreamBody = Type.Unknown({ description: 'text/event-stream' });
+
+export const snapshotSchema = {
+  querystring: Type.Object({ prefix: Prefix }, { additionalProperties: false }),
+  response: { 200: NdjsonBody, ...errors(400, 401, 403, 429, 503) },
+};
+
+export const changesSchema = {
+  querystring: Type.Object(
+    {
+      after: after({ default: 0 }),
+      prefix: Prefix,
+      limit: Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: 1000 }),
+      wait: Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS, default: 0 }),
+      epoch: Type.Optional(Epoch),
+    },
+    { additionalProperties: false },
+  ),
+  response: {
+    200: Type.Object({ records: Type.Array(LogRecord), next: Offset, head: Offset, epoch: Type.String() }),
+    ...errors(400, 401, 403, 410, 503),
+  },
+};
+
+export const changeStreamSchema = {
+  querystring: Type.Object(
+    {
+      after: Type.Optional(after()),
+      prefix: Prefix,
+      snapshot: Type.Boolean({ default: false }),
+      epoch: Type.Optional(Epoch),
+    },
+    { additionalProperties: false },
+  ),
+  response: { 200: EventStreamBody, ...errors(400, 401, 403, 410, 429, 503) },
+};
+
 // --- stats and operations ---
 
 export const LastCompaction = Type.Object(

@@ -39,9 +39,9 @@ const ROUTES: RouteCase[] = [
   { method: 'GET', path: '/metrics', needs: 'read', ok: 200 },
   { method: 'GET', path: '/healthz', needs: null, ok: 200 },
   { method: 'GET', path: '/readyz', needs: null, ok: 200 },
-  { method: 'GET', path: '/v1/snapshot', needs: 'read', ok: 404 },
-  { method: 'GET', path: '/v1/changes?after=0', needs: 'read', ok: 404 },
-  { method: 'GET', path: '/v1/changes/stream?after=0', needs: 'read', ok: 404, stream: true },
+  { method: 'GET', path: '/v1/snapshot', needs: 'read', ok: 200 },
+  { method: 'GET', path: '/v1/changes?after=0', needs: 'read', ok: 200 },
+  { method: 'GET', path: '/v1/changes/stream?after=0', needs: 'read', ok: 200, stream: true },
   { method: 'POST', path: '/v1/admin/compact', needs: 'admin', ok: 404 },
 ];
 

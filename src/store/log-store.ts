@@ -124,6 +124,11 @@ export interface ChangesQuery {
   after: number;
   prefix: string;
   limit: number;
+  /**
+   * The page also stops once its keys and values hold this many characters (it always
+   * holds at least one record), so large values cannot make a page unbounded.
+   */
+  maxChars?: number;
 }
 
 export interface ChangesPage {
@@ -132,6 +137,8 @@ export interface ChangesPage {
   /** Head and horizon read in the same transaction as the records. */
   head: number;
   horizon: number;
+  /** True when the page stopped at `limit` or `maxChars`: more records may follow. */
+  full: boolean;
 }
 
 /**
@@ -141,8 +148,12 @@ export interface ChangesPage {
 export interface SnapshotReader {
   readonly offset: number;
   readonly epoch: string;
-  /** The next live keys in ascending byte order; an empty page means the end. */
-  nextPage(max: number): Promise<StoredEntry[]>;
+  /**
+   * The next live keys in ascending byte order, at most `max`, stopping early once the
+   * keys and values hold `maxChars` characters; an empty page means the end. Throws
+   * once closed, so a closed reader is never mistaken for a finished one.
+   */
+  nextPage(max: number, maxChars?: number): Promise<StoredEntry[]>;
   close(): void;
 }
 

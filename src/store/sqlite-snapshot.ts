@@ -2,7 +2,7 @@
 // true point-in-time view, so the writer keeps committing while pages are pulled.
 import Database from 'better-sqlite3';
 import type { SnapshotReader, StoredEntry } from './log-store.js';
-import { LIVE_ENTRIES_SQL, prefixUpperBound } from './sqlite-sql.js';
+import { LIVE_ENTRIES_SQL, prefixUpperBound, takePage } from './sqlite-sql.js';
 
 export class SqliteSnapshot implements SnapshotReader {
   readonly offset: number;
@@ -12,7 +12,11 @@ export class SqliteSnapshot implements SnapshotReader {
   private readonly upper: Buffer;
   private lastKey: string;
 
-  constructor(path: string, private readonly prefix: string) {
+  constructor(
+    path: string,
+    private readonly prefix: string,
+    private readonly onClose: (snapshot: SqliteSnapshot) => void = () => {},
+  ) {
     this.db = new Database(path, { readonly: true, fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
     this.page = this.db.prepare(LIVE_ENTRIES_SQL);
@@ -31,9 +35,10 @@ export class SqliteSnapshot implements SnapshotReader {
     }
   }
 
-  async nextPage(max: number): Promise<StoredEntry[]> {
-    if (!this.db.open) return [];
-    const rows = this.page.all({ lower: this.prefix, after: this.lastKey, upper: this.upper, limit: max }) as StoredEntry[];
+  async nextPage(max: number, maxChars?: number): Promise<StoredEntry[]> {
+    if (!this.db.open) throw new Error('the snapshot is closed');
+    const params = { lower: this.prefix, after: this.lastKey, upper: this.upper, limit: max };
+    const { rows } = takePage<StoredEntry>(this.page, params, maxChars);
     if (rows.length > 0) this.lastKey = rows[rows.length - 1]!.key;
     return rows;
   }
@@ -42,5 +47,6 @@ export class SqliteSnapshot implements SnapshotReader {
     if (!this.db.open) return;
     if (this.db.inTransaction) this.db.exec('COMMIT');
     this.db.close();
+    this.onClose(this);
   }
 }

@@ -1,4 +1,5 @@
 // SQL shared by the store's connections.
+import type Database from 'better-sqlite3';
 
 /**
  * The exclusive upper bound of keys that start with `prefix`, in byte order: the
@@ -20,3 +21,24 @@ export const RECORDS_AFTER_SQL = `
   SELECT seq AS offset, key, op, value, ts FROM log
   WHERE seq > @after AND key >= @lower AND key < CAST(@upper AS TEXT)
   ORDER BY seq LIMIT @limit`;
+
+/**
+ * Runs a paged query and keeps rows until it has `limit` of them or their keys and
+ * values hold `maxChars` characters (at least one row). Stepping an iterator and
+ * stopping early keeps a page of large values from being read whole.
+ */
+export function takePage<Row extends { key: string; value: string | null }>(
+  statement: Database.Statement,
+  params: Record<string, unknown>,
+  maxChars = Infinity,
+): { rows: Row[]; stoppedByChars: boolean } {
+  const rows: Row[] = [];
+  let chars = 0;
+  for (const row of statement.iterate(params) as IterableIterator<Row>) {
+    rows.push(row);
+    chars += row.key.length + (row.value?.length ?? 0);
+    // Leaving the loop early resets the statement (the iterator's return()).
+    if (chars >= maxChars) return { rows, stoppedByChars: true };
+  }
+  return { rows, stoppedByChars: false };
+}

@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import type { SyncMode } from '../config.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
-import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound } from './sqlite-sql.js';
+import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound, takePage } from './sqlite-sql.js';
 import type {
   AppliedOp,
   Answer,
@@ -77,6 +77,8 @@ export class SqliteStore implements LogStore {
   private readonly path: string;
 
   private readonly sql;
+  /** Snapshots still open: closed before the database so the checkpoint is not held back. */
+  private readonly snapshots = new Set<SqliteSnapshot>();
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -151,18 +153,29 @@ export class SqliteStore implements LogStore {
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
-    const records = this.sql.changes.all({
-      after: query.after,
-      lower: query.prefix,
-      upper: prefixUpperBound(query.prefix),
-      limit: query.limit,
-    }) as StoredRecord[];
+    const { rows: records, stoppedByChars } = takePage<StoredRecord>(
+      this.sql.changes,
+      { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit },
+      query.maxChars,
+    );
+    const full = stoppedByChars || records.length === query.limit;
     // Synchronous: nothing can commit between the read and these.
-    return { records, head: this.meta.head, horizon: this.meta.horizon };
+    return { records, head: this.meta.head, horizon: this.meta.horizon, full };
   }
 
   async openSnapshot(prefix: string): Promise<SnapshotReader> {
-    return new SqliteSnapshot(this.path, prefix);
+    if (!this.db.open) throw new Error('the store is closed');
+    const snapshot = new SqliteSnapshot(this.path, prefix, (closed) => this.snapshots.delete(closed));
+    this.snapshots.add(snapshot);
+    return snapshot;
+  }
+
+  /**
+   * Re-reads the meta row after another connection changed it (a repair tool, or a
+   * test that moves the horizon); the store otherwise trusts its in-memory copy.
+   */
+  reloadMeta(): void {
+    this.meta = this.sql.meta.get() as Meta;
   }
 
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
@@ -290,6 +303,7 @@ export class SqliteStore implements LogStore {
 
   async close(): Promise<void> {
     if (!this.db.open) return;
+    for (const snapshot of this.snapshots) snapshot.close();
     this.db.pragma('wal_checkpoint(TRUNCATE)');
     this.db.close();
   }

@@ -1,0 +1,120 @@
+// The text of one change stream, produced a chunk at a time as the socket asks for it:
+// an optional snapshot phase, then records read from the log by offset for ever.
+import type { ChangeNotifier } from './change-notifier.js';
+import { readFeed } from './change-feed.js';
+import { ApiError } from './errors.js';
+import { recordJson } from './render.js';
+import { sseComment, sseEvent, sseRetry } from './sse.js';
+import type { LogStore, SnapshotReader, StoredEntry } from './store/log-store.js';
+
+/** Rows and characters per chunk: small enough that a slow reader holds little memory. */
+const PAGE_ROWS = 1000;
+const PAGE_CHARS = 256 * 1024;
+/** How long a client waits before reconnecting after the stream drops. */
+const RETRY_MS = 1000;
+/** The contract's bound on the time between progress events. */
+export const PROGRESS_INTERVAL_MS = 15_000;
+
+export interface ChangeStreamOptions {
+  store: LogStore;
+  notifier: ChangeNotifier;
+  prefix: string;
+  /** Where a stream without a snapshot starts (exclusive). */
+  after: number;
+  /** With snapshot=true: the open snapshot and what gives its slot back. */
+  snapshot: { reader: SnapshotReader; release: () => void } | null;
+  /** Ends the stream: the client went away or the server shuts down. */
+  signal: AbortSignal;
+  progressIntervalMs?: number;
+}
+
+type Phase = 'open' | 'snapshot' | 'live' | 'done';
+
+function snapshotEvent(entry: StoredEntry): string {
+  // No id: a reconnect in the middle of a snapshot must start it again, not resume.
+  return sseEvent('record', recordJson({ ...entry, op: 'set' }));
+}
+
+export class ChangeStreamSource {
+  private phase: Phase = 'open';
+  /** Every record up to here has been sent, or the reader has been told to skip it. */
+  private position: number;
+  private lastProgressAt = Date.now();
+  private readonly progressIntervalMs: number;
+
+  constructor(private readonly options: ChangeStreamOptions) {
+    this.position = options.after;
+    this.progressIntervalMs = options.progressIntervalMs ?? PROGRESS_INTERVAL_MS;
+  }
+
+  /** The next chunk of the stream, or null when it has ended. */
+  async next(): Promise<string | null> {
+    if (this.options.signal.aborted) this.phase = 'done';
+    switch (this.phase) {
+      case 'open':
+        this.phase = this.options.snapshot ? 'snapshot' : 'live';
+        // Sent at once so that the headers go out before the first record exists.
+        return sseRetry(RETRY_MS) + sseComment('statelog change stream');
+      case 'snapshot':
+        return this.snapshotChunk(this.options.snapshot!.reader);
+      case 'live':
+        return this.liveChunk();
+      case 'done':
+        return null;
+    }
+  }
+
+  /** Gives the snapshot's connection and slot back; safe to call more than once. */
+  release(): void {
+    const snapshot = this.options.snapshot;
+    if (!snapshot) return;
+    snapshot.reader.close();
+    snapshot.release();
+  }
+
+  private async snapshotChunk(reader: SnapshotReader): Promise<string> {
+    const entries = await reader.nextPage(PAGE_ROWS, PAGE_CHARS);
+    if (entries.length > 0) return entries.map(snapshotEvent).join('');
+    this.release();
+    this.position = reader.offset;
+    this.phase = 'live';
+    this.lastProgressAt = Date.now();
+    const data = `{"offset":${reader.offset},"epoch":${JSON.stringify(reader.epoch)}}`;
+    return sseEvent('snapshot-end', data, reader.offset);
+  }
+
+  private async liveChunk(): Promise<string | null> {
+    const { store, notifier, prefix, signal } = this.options;
+    for (;;) {
+      let page;
+      try {
+        page = await readFeed(store, { after: this.position, prefix, limit: PAGE_ROWS, maxChars: PAGE_CHARS });
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
+        this.phase = 'done';
+        return sseEvent('reset', JSON.stringify(err.toBody()));
+      }
+      let text = '';
+      for (const record of page.records) text += sseEvent('record', recordJson(record), record.offset);
+      const lastSent = page.records.length > 0 ? page.records[page.records.length - 1]!.offset : this.position;
+      this.position = page.next;
+      // Records skipped by the prefix (or removed by compaction) still move the reader.
+      if (page.next > lastSent || Date.now() - this.lastProgressAt >= this.progressIntervalMs) {
+        text += sseEvent('progress', `{"offset":${page.next}}`, page.next);
+        this.lastProgressAt = Date.now();
+      }
+      if (text !== '') return text;
+      if (signal.aborted) {
+        this.phase = 'done';
+        return null;
+      }
+      // A commit published since the read: read again rather than wait.
+      if (notifier.head > this.position) continue;
+      await notifier.next(this.lastProgressAt + this.progressIntervalMs - Date.now(), signal);
+      if (signal.aborted) {
+        this.phase = 'done';
+        return null;
+      }
+    }
+  }
+}

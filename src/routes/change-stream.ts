@@ -1,0 +1,73 @@
+// GET /v1/changes/stream: the change feed as Server-Sent Events, optionally preceded by
+// a snapshot, resumable with Last-Event-ID.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { checkEpoch, checkReader } from '../change-feed.js';
+import { ChangeStreamSource } from '../change-stream-source.js';
+import { ApiError } from '../errors.js';
+import { checkPrefix } from '../key-rules.js';
+import { pullStream } from '../pull-stream.js';
+import { requestLifetime } from '../request-lifetime.js';
+import { changeStreamSchema } from '../schemas.js';
+import type { AppServices } from '../services.js';
+import type { SnapshotSlots } from '../snapshot-slots.js';
+import { parseLastEventId } from '../sse.js';
+
+export interface ChangeStreamRouteOptions {
+  services: AppServices;
+  slots: SnapshotSlots;
+}
+
+export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
+  const { store, notifier, lifecycle, metrics } = options.services;
+
+  app.get('/v1/changes/stream', { schema: changeStreamSchema }, async (req, reply) => {
+    const prefix = checkPrefix(req.query.prefix);
+    checkEpoch(req.query.epoch, store.epoch);
+    // A reconnecting EventSource repeats the URL it started with: its Last-Event-ID
+    // overrides both `after` and `snapshot=true`, so it resumes instead of starting over.
+    const resume = parseLastEventId(req.headers['last-event-id']);
+    const withSnapshot = req.query.snapshot && resume === undefined;
+    if (withSnapshot && req.query.after !== undefined) {
+      throw new ApiError('invalid_request', 'snapshot=true starts at the snapshot\'s own offset: give no "after"');
+    }
+    const after = resume ?? req.query.after ?? 0;
+    if (!withSnapshot) checkReader(after, store.position());
+
+    let snapshot = null;
+    if (withSnapshot) {
+      const release = options.slots.acquire();
+      try {
+        snapshot = { reader: await store.openSnapshot(prefix), release };
+      } catch (err) {
+        release();
+        throw err;
+      }
+    }
+
+    const lifetime = requestLifetime(reply, lifecycle.shutdown);
+    const closed = metrics.openStream('sse');
+    const source = new ChangeStreamSource({ store, notifier, prefix, after, snapshot, signal: lifetime.signal });
+    const socket = req.raw.socket;
+    // A stream ended by shutdown must not leave an idle keep-alive connection behind
+    // (server.close() waits for it); a reader that is not draining is cut at once.
+    const onShutdown = (): void => {
+      if (reply.raw.writableNeedDrain) reply.raw.destroy();
+      else reply.raw.once('finish', () => socket.end());
+    };
+    lifecycle.shutdown.addEventListener('abort', onShutdown, { once: true });
+
+    const stream = pullStream(
+      () => source.next(),
+      () => {
+        lifecycle.shutdown.removeEventListener('abort', onShutdown);
+        lifetime.dispose();
+        source.release();
+        closed();
+      },
+    );
+    return reply
+      .type('text/event-stream; charset=utf-8')
+      .headers({ 'cache-control': 'no-store', 'x-accel-buffering': 'no', 'x-log-epoch': store.epoch })
+      .send(stream);
+  });
+};

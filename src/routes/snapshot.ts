@@ -1,0 +1,77 @@
+// GET /v1/snapshot: every live key at one offset, as NDJSON, streamed page by page from
+// a read transaction on its own connection, as fast as the client reads and no faster.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { checkPrefix } from '../key-rules.js';
+import { pullStream } from '../pull-stream.js';
+import { entryJson } from '../render.js';
+import { snapshotSchema } from '../schemas.js';
+import type { AppServices } from '../services.js';
+import type { SnapshotSlots } from '../snapshot-slots.js';
+import type { SnapshotReader, StoredEntry } from '../store/log-store.js';
+
+/** Rows and characters per page: large enough to amortise the query, small enough to hold. */
+const PAGE_ROWS = 2000;
+const PAGE_CHARS = 512 * 1024;
+
+/** A page as one string, so that it is one write to the socket. */
+function lines(entries: StoredEntry[]): string {
+  let text = '';
+  for (const entry of entries) text += `${entryJson(entry)}\n`;
+  return text;
+}
+
+/** The last line: without it a client knows the stream was cut short. */
+function trailer(reader: SnapshotReader, count: number): string {
+  return `{"end":true,"offset":${reader.offset},"count":${count},"epoch":${JSON.stringify(reader.epoch)}}\n`;
+}
+
+export interface SnapshotRouteOptions {
+  services: AppServices;
+  slots: SnapshotSlots;
+}
+
+export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = async (app, { services, slots }) => {
+  const { store, lifecycle, metrics } = services;
+
+  app.get('/v1/snapshot', { schema: snapshotSchema }, async (req, reply) => {
+    const prefix = checkPrefix(req.query.prefix);
+    const release = slots.acquire();
+    let reader: SnapshotReader;
+    try {
+      reader = await store.openSnapshot(prefix);
+    } catch (err) {
+      release();
+      throw err;
+    }
+
+    const closed = metrics.openStream('snapshot');
+    let count = 0;
+    let ended = false;
+    // Shutdown cuts a snapshot short: without its last line the client knows it is incomplete.
+    const cut = (): void => void reply.raw.destroy();
+    lifecycle.shutdown.addEventListener('abort', cut, { once: true });
+
+    const stream = pullStream(
+      async () => {
+        if (ended) return null;
+        const entries = await reader.nextPage(PAGE_ROWS, PAGE_CHARS);
+        if (entries.length === 0) {
+          ended = true;
+          return trailer(reader, count);
+        }
+        count += entries.length;
+        return lines(entries);
+      },
+      () => {
+        lifecycle.shutdown.removeEventListener('abort', cut);
+        reader.close();
+        release();
+        closed();
+      },
+    );
+    return reply
+      .type('application/x-ndjson; charset=utf-8')
+      .headers({ 'x-log-offset': String(reader.offset), 'x-log-epoch': reader.epoch, 'cache-control': 'no-store' })
+      .send(stream);
+  });
+};

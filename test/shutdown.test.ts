@@ -1,0 +1,117 @@
+// Graceful shutdown of a real server process: SIGTERM while event streams, long polls
+// and snapshots are open. Streams and long polls end cleanly, a snapshot whose reader
+// has stopped reading is cut (no end line), and the process exits 0 within 10 s.
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { tempDir } from './helpers.js';
+import { seedLiveKeys } from './seed-db.js';
+import { SseClient } from './stream-clients.js';
+
+let dir: string;
+let child: ChildProcess;
+let base: string;
+let output = '';
+/**
+ * Keeps connections open after an answer, as browsers and proxies do: the server must
+ * close them itself, or server.close() waits and the process does not exit in time.
+ */
+const keepAlive = new http.Agent({ keepAlive: true });
+
+beforeAll(async () => {
+  dir = tempDir();
+  const dbPath = join(dir, 'statelog.db');
+  // Larger than the socket buffers, so that a reader that stops reading holds the stream.
+  seedLiveKeys(dbPath, { count: 100_000, value: (i) => JSON.stringify({ n: i, pad: 'x'.repeat(250) }) });
+  child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', STATELOG_DB: dbPath, LOG_LEVEL: 'info', STATELOG_SYNC: 'normal' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  base = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      if (match) resolve(match[1]!);
+    });
+    child.on('exit', (code) => reject(new Error(`the server exited with ${code}: ${output}`)));
+  });
+});
+afterAll(() => {
+  keepAlive.destroy();
+  if (child.exitCode === null) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Answer {
+  status: number;
+  body: string;
+  /** True when the whole message arrived (false when the connection was cut). */
+  complete: boolean;
+}
+
+/** A GET read to its end; with `stopReading`, reading stops after the first chunk until resume(). */
+function get(path: string, stopReading = false): { done: Promise<Answer>; resume(): void } {
+  let response: http.IncomingMessage | undefined;
+  let reading = !stopReading;
+  const done = new Promise<Answer>((resolve) => {
+    const request = http.get(`${base}${path}`, { agent: keepAlive }, (res) => {
+      response = res;
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+        if (!reading) res.pause();
+      });
+      res.on('close', () => resolve({ status: res.statusCode!, body, complete: res.complete }));
+    });
+    request.on('error', () => resolve({ status: 0, body: '', complete: false }));
+  });
+  return {
+    done,
+    // A paused reader sees the end of the connection only once it reads up to it.
+    resume() {
+      reading = true;
+      response?.resume();
+    },
+  };
+}
+
+it('ends streams and long polls, cuts a stalled snapshot, and exits 0 within 10 s on SIGTERM', async () => {
+  const streams = await Promise.all(
+    ['after=100000', 'after=99990&prefix=key/', 'snapshot=true&prefix=key/00000001'].map((q) =>
+      SseClient.connect(`${base}/v1/changes/stream?${q}`, {}, keepAlive),
+    ),
+  );
+  await Promise.all(streams.map((s) => s.until((events) => s.comments > 0 && (events.length > 0 || s === streams[0]))));
+  const polls = [get('/v1/changes?after=100000&wait=60'), get('/v1/changes?after=100000&prefix=a&wait=60')].map((p) => p.done);
+  const stalledSnapshot = get('/v1/snapshot', true);
+  const stalledStream = get('/v1/changes/stream?snapshot=true', true);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+
+  const started = Date.now();
+  child.kill('SIGTERM');
+  const exitCode = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  expect(Date.now() - started).toBeLessThan(10_000);
+  expect(exitCode, output).toBe(0);
+  expect(output).not.toMatch(/Warning|"level":50/);
+
+  for (const stream of streams) {
+    await stream.ended;
+    expect(stream.response.complete).toBe(true);
+  }
+  for (const poll of await Promise.all(polls)) {
+    expect(poll).toMatchObject({ status: 200, complete: true });
+    expect(JSON.parse(poll.body)).toMatchObject({ records: [], next: 100000, head: 100000 });
+  }
+  stalledSnapshot.resume();
+  stalledStream.resume();
+  const snapshot = await stalledSnapshot.done;
+  expect(snapshot.complete).toBe(false);
+  expect(snapshot.body).not.toContain('"end":true');
+  const stream = await stalledStream.done;
+  expect(stream.complete).toBe(false);
+  expect(stream.body).not.toContain('snapshot-end');
+}, 60_000);

@@ -1,0 +1,151 @@
+// A snapshot of 200,000 keys against readers that stop reading or go away: the server
+// must hold only a bounded amount, keep writing, and let go of the snapshot at once.
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApp, tempDir, type TestApp } from './helpers.js';
+import { seedLiveKeys } from './seed-db.js';
+import { baseUrl, SseClient, type ErrorBody } from './stream-clients.js';
+
+const KEYS = 200_000;
+const PAD = 'x'.repeat(250);
+/** Roughly the snapshot's size in bytes: every line carries a 250-byte value. */
+const SNAPSHOT_BYTES = KEYS * 300;
+
+let t: TestApp;
+let base: string;
+
+beforeAll(async () => {
+  const dir = tempDir();
+  seedLiveKeys(`${dir}/statelog.db`, { count: KEYS, value: (i) => JSON.stringify({ n: i, pad: PAD }) });
+  t = await startApp({ STATELOG_MAX_SNAPSHOTS: '1' }, dir);
+  base = baseUrl(t.app);
+});
+afterAll(async () => {
+  await t.close();
+});
+
+interface StalledReader {
+  response: http.IncomingMessage;
+  /** What was read before stopping. */
+  first: string;
+  request: http.ClientRequest;
+  /** The server's side of the connection, to see how much it has written. */
+  serverSocket: Socket;
+}
+
+/** Starts a snapshot on a new connection and stops reading after the first chunk. */
+async function stalledSnapshot(): Promise<StalledReader> {
+  const serverSocket = new Promise<Socket>((resolve) => t.app.server.once('connection', resolve));
+  return new Promise((resolve, reject) => {
+    const request = http.get(`${base}/v1/snapshot`, { agent: false }, (response) => {
+      expect(response.statusCode).toBe(200);
+      response.setEncoding('utf8');
+      response.once('data', (first: string) => {
+        response.pause();
+        void serverSocket.then((socket) => resolve({ response, request, first, serverSocket: socket }));
+      });
+    });
+    request.on('error', reject);
+  });
+}
+
+/** Waits until the server has stopped writing to the socket (the buffers are full). */
+async function untilStalled(socket: Socket): Promise<number> {
+  let last = -1;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    if (socket.bytesWritten === last) return last;
+    last = socket.bytesWritten;
+  }
+}
+
+async function timedPut(key: string): Promise<number> {
+  const started = performance.now();
+  const res = await fetch(`${base}/v1/keys/${key}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ value: { at: Date.now() } }),
+  });
+  expect(res.status).toBe(200);
+  return performance.now() - started;
+}
+
+const usedMemory = (): number => {
+  const { heapUsed, arrayBuffers } = process.memoryUsage();
+  return heapUsed + arrayBuffers;
+};
+
+describe('a reader that stops reading a 200,000-key snapshot', () => {
+  it('holds the server to a bounded buffer while writes complete within 100 ms, then finishes', async () => {
+    const before = usedMemory();
+    const reader = await stalledSnapshot();
+    const written = await untilStalled(reader.serverSocket);
+
+    // Only what the socket buffers hold was produced, not the snapshot.
+    expect(written).toBeLessThan(SNAPSHOT_BYTES / 4);
+    expect(usedMemory() - before).toBeLessThan(32 * 1024 * 1024);
+    // The median of five, so one hiccup of a loaded machine does not decide.
+    const times: number[] = [];
+    for (let i = 0; i < 5; i++) times.push(await timedPut(`during-${i}`));
+    if ([...times].sort((a, b) => a - b)[2]! >= 100) reader.request.destroy();
+    expect([...times].sort((a, b) => a - b)[2]).toBeLessThan(100);
+
+    // Reading again resumes the same point-in-time view to its end line.
+    let tail = '';
+    let lines = 0;
+    const count = (chunk: string): void => {
+      for (let at = chunk.indexOf('\n'); at >= 0; at = chunk.indexOf('\n', at + 1)) lines += 1;
+      tail = (tail + chunk).slice(-200);
+    };
+    count(reader.first);
+    reader.response.on('data', count);
+    reader.response.resume();
+    await new Promise((resolve) => reader.response.on('end', resolve));
+    const trailer = JSON.parse(tail.trimEnd().split('\n').pop()!);
+    expect(trailer).toMatchObject({ end: true, offset: KEYS, count: KEYS });
+    // The writes made during the pause are not in it.
+    expect(lines).toBe(KEYS + 1);
+  });
+});
+
+describe('the snapshot limit', () => {
+  /** Frames in the WAL that a checkpoint could not copy back, because a reader pins them. */
+  function pinnedFrames(): number {
+    const db = new Database(`${t.dir}/statelog.db`);
+    try {
+      const [row] = db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[];
+      return row!.log - row!.checkpointed;
+    } finally {
+      db.close();
+    }
+  }
+
+  it('answers 429 with Retry-After beyond STATELOG_MAX_SNAPSHOTS, and a disconnect frees the slot and the read transaction at once', async () => {
+    const reader = await stalledSnapshot();
+    await timedPut('while-pinned');
+
+    const refused = await fetch(`${base}/v1/snapshot`);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(((await refused.json()) as ErrorBody).error).toMatchObject({ code: 'too_many_requests' });
+    // A stream with snapshot=true takes a slot from the same limit.
+    const stream = await SseClient.open(`${base}/v1/changes/stream?snapshot=true`);
+    expect(stream).toMatchObject({ status: 429, headers: { 'retry-after': '1' } });
+    // The open snapshot's read transaction keeps the newest write in the WAL.
+    expect(pinnedFrames()).toBeGreaterThan(0);
+
+    reader.request.destroy();
+    const started = Date.now();
+    let status = 0;
+    while (Date.now() - started < 1000) {
+      const res = await fetch(`${base}/v1/snapshot?prefix=none-such`);
+      status = res.status;
+      await res.arrayBuffer();
+      if (status === 200) break;
+    }
+    expect(status).toBe(200);
+    expect(pinnedFrames()).toBe(0);
+  });
+});
