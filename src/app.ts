@@ -14,8 +14,10 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import secureJson from 'secure-json-parse';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './change-notifier.js';
+import { Compactor, compactionSettings } from './compactor.js';
 import { ApiError } from './errors.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
+import { adminRoutes } from './routes/admin.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
@@ -23,7 +25,7 @@ import type { AppServices, Lifecycle } from './services.js';
 import { SqliteStore } from './store/sqlite-store.js';
 import { WriteBatcher } from './write-batcher.js';
 
-export type App = FastifyInstance & { services: AppServices };
+export type App = FastifyInstance & { services: AppServices; compactor: Compactor };
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -119,7 +121,15 @@ export async function buildApp(config: Config): Promise<App> {
 
   await app.register(keyRoutes, { services });
   await app.register(recordRoutes, { services });
-  await app.register(operationsRoutes, { services, lastCompaction: () => null });
+  const compactor = new Compactor({
+    ...compactionSettings(config),
+    store,
+    log: app.log.child({ module: 'compactor' }),
+    signal: shutdown.signal,
+  });
+  await app.register(adminRoutes, { compactor });
+  await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });
+  compactor.start();
 
   const purge = setInterval(
     () => void store.purgeIdempotency(Date.now()).catch((err) => app.log.error({ err }, 'idempotency purge failed')),
@@ -132,9 +142,11 @@ export async function buildApp(config: Config): Promise<App> {
   });
   app.addHook('onClose', async () => {
     clearInterval(purge);
+    // Shutdown already stopped it; this waits for a run in progress to end at a step boundary.
+    await compactor.stop();
     await batcher.drain();
     await store.close();
   });
 
-  return Object.assign(app, { services }) as unknown as App;
+  return Object.assign(app, { services, compactor }) as unknown as App;
 }
