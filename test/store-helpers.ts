@@ -80,7 +80,7 @@ export function countedFromTables(store: SqliteStore) {
     records: count('SELECT COUNT(*) FROM log'),
     liveKeys: count('SELECT COUNT(*) FROM state WHERE live = 1'),
     tombstones: count('SELECT COUNT(*) FROM state WHERE live = 0'),
-    superseded: count('SELECT COUNT(*) FROM log l WHERE NOT EXISTS (SELECT 1 FROM state s WHERE s.seq = l.seq)'),
+    superseded: count('SELECT COUNT(*) FROM log l WHERE NOT EXISTS (SELECT 1 FROM state s WHERE s.key = l.key AND s.seq = l.seq)'),
   };
 }
 
