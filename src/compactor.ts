@@ -206,6 +206,8 @@ export class Compactor {
         this.log.error({ ...done, err }, 'compaction failed; its completed steps stand, and it is retried at the next period');
       }
       throw err;
+    } finally {
+      pass?.close();
     }
     const counters = await this.store.counters();
     const summary: CompactionSummary = {

@@ -237,6 +237,7 @@ async function runScenario(s: Scenario, concurrent: boolean): Promise<void> {
         if (cmd.kind !== 'compact') await perform(cmd);
       }
     }
+    pass.close();
     return pass.removed;
   };
 

@@ -156,6 +156,8 @@ export interface CompactionBudget {
 export interface CompactionPass {
   /** Runs the next step; resolves false once the run has nothing left to do. */
   step(): Promise<boolean>;
+  /** Lets go of what the run holds; called when it ends, early or not. */
+  close(): void;
   /** Records removed so far, delete markers included. */
   readonly removed: number;
   /** Delete markers removed while they were their key's latest record (keys that left the state). */

@@ -15,6 +15,14 @@ export interface CompactionHost {
   /** Inside that transaction: removes records and keys from the counters and raises the horizon. */
   recordRemoval(records: number, keys: number, horizon: number): void;
   setSupersededSince(ts: number | null): void;
+  /** From now on, tells `listener` of every record a write supersedes (one listener at a time). */
+  listen(listener: SupersessionListener): void;
+  unlisten(listener: SupersessionListener): void;
+}
+
+export interface SupersessionListener {
+  /** Called inside the write's transaction: `seq` was `key`'s latest record until now. */
+  superseded(key: string, seq: number): void;
 }
 
 /** Rows examined per statement: small enough to check the clock often. */
@@ -34,7 +42,7 @@ interface SpecialRow {
 
 type Phase = 'remove' | 'vacuum' | 'truncate' | 'done';
 
-export class SqliteCompactionPass implements CompactionPass {
+export class SqliteCompactionPass implements CompactionPass, SupersessionListener {
   removed = 0;
   tombstonesRemoved = 0;
   private phase: Phase = 'remove';
@@ -44,11 +52,17 @@ export class SqliteCompactionPass implements CompactionPass {
   private readonly tombstoneCutTs: number;
   private cursor = 0;
   /**
-   * Keys whose latest record is younger than the minimum lag (written after the cutoff),
-   * with the last record at or below the cutoff seen so far: it is kept until a later
-   * one within the cutoff turns up. Memory is bounded by the keys written recently.
+   * Keys written during the run whose latest record was within the cutoff until then,
+   * with that record: it is the key's last one within the cutoff, the one to keep.
+   * Memory is bounded by the keys written during the run.
    */
   private readonly lastOldRecord = new Map<string, number>();
+  /**
+   * Keys already written after the cutoff when the run started (only with a minimum
+   * lag), with the last record within the cutoff seen so far: it is kept until a later
+   * one turns up. Memory is bounded by the keys written within the lag.
+   */
+  private readonly pendingOldRecord = new Map<string, number>();
   private vacuumPages = FIRST_VACUUM_PAGES;
   /** Time spent writing pages since the last checkpoint. */
   private dirtyMs = 0;
@@ -78,6 +92,17 @@ export class SqliteCompactionPass implements CompactionPass {
     };
     this.cutoff = this.lastSeqCommittedBy(policy.now - policy.minLagMs);
     this.tombstoneCutTs = policy.now - Math.max(policy.tombstoneRetentionMs, policy.minLagMs);
+    host.listen(this);
+  }
+
+  superseded(key: string, seq: number): void {
+    // A write rolled back later changes nothing here: the key's last record within
+    // the cutoff is the same whoever supersedes it.
+    if (seq <= this.cutoff && !this.lastOldRecord.has(key)) this.lastOldRecord.set(key, seq);
+  }
+
+  close(): void {
+    this.host.unlisten(this);
   }
 
   async step(): Promise<boolean> {
@@ -86,6 +111,7 @@ export class SqliteCompactionPass implements CompactionPass {
       return this.nextStep();
     } catch (err) {
       this.failed = true;
+      this.close();
       throw err;
     }
   }
@@ -157,7 +183,10 @@ export class SqliteCompactionPass implements CompactionPass {
     this.cursor = step.cursor;
     this.removed += step.removed;
     this.tombstonesRemoved += step.keysRemoved;
-    if (this.cursor >= this.cutoff) this.phase = 'vacuum';
+    if (this.cursor >= this.cutoff) {
+      this.phase = 'vacuum';
+      this.close();
+    }
   }
 
   /** Removes what may go among the records with offsets in (from, to]. */
@@ -180,10 +209,15 @@ export class SqliteCompactionPass implements CompactionPass {
         }
       } else if (row.latest !== null) {
         // The key was written after the cutoff: keep only its last record within it.
-        const previous = this.lastOldRecord.get(row.key);
+        const last = this.lastOldRecord.get(row.key);
+        if (last !== undefined) {
+          if (row.seq === last) kept.add(row.seq);
+          continue;
+        }
+        const previous = this.pendingOldRecord.get(row.key);
         // One in this chunk falls in a removed range below once it is no longer kept.
         if (previous !== undefined && !kept.delete(previous)) removed += this.sql.removeOne.run(previous).changes;
-        this.lastOldRecord.set(row.key, row.seq);
+        this.pendingOldRecord.set(row.key, row.seq);
         kept.add(row.seq);
       }
       // A record whose key has left the state cannot exist; were one found, it goes.

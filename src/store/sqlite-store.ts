@@ -5,7 +5,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { SyncMode } from '../config.js';
-import { SqliteCompactionPass, type CompactionHost } from './sqlite-compaction.js';
+import { SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
 import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound } from './sqlite-sql.js';
@@ -82,6 +82,8 @@ export class SqliteStore implements LogStore {
   private readonly ttlMs: number;
   private readonly path: string;
   private readonly sync: SyncMode;
+  /** The compaction run in progress, if any: told of every record a write supersedes. */
+  private compaction: SupersessionListener | null = null;
 
   private readonly sql;
 
@@ -262,7 +264,10 @@ export class SqliteStore implements LogStore {
     meta.head = seq;
     meta.records += 1;
     if (!current) meta.stateKeys += 1;
-    else meta.supersededSince ??= ts;
+    else {
+      meta.supersededSince ??= ts;
+      this.compaction?.superseded(key, current.seq);
+    }
     meta.liveKeys += live - (current?.live ?? 0);
     return seq;
   }
@@ -316,6 +321,12 @@ export class SqliteStore implements LogStore {
       },
       setSupersededSince: (ts: number | null): void => {
         this.meta.supersededSince = ts;
+      },
+      listen: (listener: SupersessionListener): void => {
+        this.compaction = listener;
+      },
+      unlisten: (listener: SupersessionListener): void => {
+        if (this.compaction === listener) this.compaction = null;
       },
     };
   }
