@@ -16,12 +16,14 @@ import secureJson from 'secure-json-parse';
 import { Authenticator } from './auth.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './change-notifier.js';
+import { Compactor, compactionSettings } from './compactor.js';
 import { ApiError } from './errors.js';
 import { clientErrorHandler, errorHandler, notFoundHandler } from './error-handler.js';
 import { Metrics } from './metrics.js';
 import { registerOverload } from './overload.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
+import { adminRoutes } from './routes/admin.js';
 import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
@@ -38,7 +40,7 @@ export interface RouteEntry {
 }
 
 /** The app, its services, and every route it registered (HEAD routes included). */
-export type App = FastifyInstance & { services: AppServices; routeTable: readonly RouteEntry[] };
+export type App = FastifyInstance & { services: AppServices; compactor: Compactor; routeTable: readonly RouteEntry[] };
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -204,12 +206,28 @@ export async function buildApp(config: Config): Promise<App> {
 
   await app.register(keyRoutes, { services });
   await app.register(recordRoutes, { services });
-  await app.register(operationsRoutes, { services, lastCompaction: () => null });
+  const compactor = new Compactor({
+    ...compactionSettings(config),
+    store,
+    log: app.log.child({ module: 'compactor' }),
+    signal: shutdown.signal,
+  });
+  metrics.watchCompaction(() => ({
+    runs: compactor.runs,
+    failures: compactor.failures,
+    removed: compactor.removed,
+    tombstonesRemoved: compactor.tombstonesRemoved,
+    lastDurationMs: compactor.lastCompaction?.durationMs ?? 0,
+    totalDurationMs: compactor.durationMsTotal,
+  }));
+  await app.register(adminRoutes, { compactor });
+  await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });
   // Snapshots and snapshot=true streams share one limit.
   const slots = new SnapshotSlots(config.maxSnapshots);
   await app.register(snapshotRoutes, { services, slots });
   await app.register(changesRoutes, { services });
   await app.register(changeStreamRoutes, { services, slots });
+  compactor.start();
 
   const purge = setInterval(
     () => void store.purgeIdempotency(Date.now()).catch((err) => app.log.error({ err }, 'idempotency purge failed')),
@@ -222,9 +240,11 @@ export async function buildApp(config: Config): Promise<App> {
   });
   app.addHook('onClose', async () => {
     clearInterval(purge);
+    // Shutdown already stopped it; this waits for a run in progress to end at a step boundary.
+    await compactor.stop();
     await batcher.drain();
     await store.close();
   });
 
-  return Object.assign(app, { services, routeTable }) as unknown as App;
+  return Object.assign(app, { services, compactor, routeTable }) as unknown as App;
 }

@@ -158,16 +158,32 @@ export const changeStreamSchema = {
 
 export const LastCompaction = Type.Object(
   {
+    trigger: Type.Union([Type.Literal('dirty_ratio'), Type.Literal('max_lag'), Type.Literal('admin')]),
     startedAt: Type.Integer(),
     durationMs: Type.Number(),
     removed: Type.Integer(),
     tombstonesRemoved: Type.Integer(),
     horizon: Offset,
+    head: Offset,
     bytesBefore: Type.Integer(),
     bytesAfter: Type.Integer(),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
+
+export const compactSchema = {
+  response: {
+    200: Type.Object({
+      removed: Type.Integer(),
+      tombstonesRemoved: Type.Integer(),
+      durationMs: Type.Number(),
+      horizon: Offset,
+      head: Offset,
+    }),
+    // It takes no body; one that is sent must be JSON, and is ignored.
+    ...errors(400, 401, 403, 413, 415, 503),
+  },
+};
 
 export const statsSchema = {
   response: {

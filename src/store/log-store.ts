@@ -157,6 +157,54 @@ export interface SnapshotReader {
   close(): void;
 }
 
+/** What a compaction run may remove; fixed when the run starts. */
+export interface CompactionPolicy {
+  /** The run's clock reading: every age is measured from it. */
+  now: number;
+  /**
+   * A record younger than this is never removed, and a record is removed as superseded
+   * only when a later record of its key is at least this old (as Kafka's cleaner does),
+   * so after a run each key keeps exactly one record older than the lag.
+   */
+  minLagMs: number;
+  /** A delete marker that is its key's latest record is kept at least this long. */
+  tombstoneRetentionMs: number;
+}
+
+/** Bounds of one compaction step (one transaction): whichever is reached first. */
+export interface CompactionBudget {
+  maxRows: number;
+  maxMs: number;
+}
+
+/**
+ * A compaction run, advanced one bounded step at a time; the caller yields to the
+ * event loop between steps so that writes interleave. Every step commits on its own
+ * and leaves the log and its counters consistent, so a run may stop after any step.
+ */
+export interface CompactionPass {
+  /** Runs the next step; resolves false once the run has nothing left to do. */
+  step(): Promise<boolean>;
+  /** Lets go of what the run holds; called when it ends, early or not. */
+  close(): void;
+  /** Records removed so far, delete markers included. */
+  readonly removed: number;
+  /** Delete markers removed while they were their key's latest record (keys that left the state). */
+  readonly tombstonesRemoved: number;
+}
+
+/** What the compactor's timer decides on, read from counters, never by scanning. */
+export interface CompactionBacklog {
+  records: number;
+  /** Records that a later record of the same key superseded. */
+  superseded: number;
+  /**
+   * A lower bound of the commit time of the earliest write that superseded a record
+   * still in the log; null when no superseded record is left.
+   */
+  supersededSince: number | null;
+}
+
 export interface LogStore {
   /** The database's epoch: offsets are comparable only within one. */
   readonly epoch: string;
@@ -173,6 +221,9 @@ export interface LogStore {
   counters(): Promise<StoreCounters>;
   /** Throws unless the database answers. */
   ping(): Promise<void>;
+  compactionBacklog(): Promise<CompactionBacklog>;
+  /** Plans a compaction run; nothing is removed until its first step. */
+  startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<CompactionPass>;
   /** Forgets idempotency keys that expired before `now`; returns how many. */
   purgeIdempotency(now: number): Promise<number>;
   /** Makes the database ready to be reopened quickly (checkpoint) and closes it. */

@@ -5,6 +5,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { SyncMode } from '../config.js';
+import { SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
 import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound, takePage } from './sqlite-sql.js';
@@ -14,6 +15,10 @@ import type {
   ChangesPage,
   ChangesQuery,
   ListPage,
+  CompactionBacklog,
+  CompactionBudget,
+  CompactionPass,
+  CompactionPolicy,
   ListQuery,
   LogPosition,
   LogStore,
@@ -41,6 +46,8 @@ interface Meta {
   records: number;
   stateKeys: number;
   liveKeys: number;
+  /** In memory only: see CompactionBacklog.supersededSince. */
+  supersededSince: number | null;
 }
 
 interface StateRow {
@@ -75,6 +82,9 @@ export class SqliteStore implements LogStore {
   private meta: Meta;
   private readonly ttlMs: number;
   private readonly path: string;
+  private readonly sync: SyncMode;
+  /** The compaction run in progress, if any: told of every record a write supersedes. */
+  private compaction: SupersessionListener | null = null;
 
   private readonly sql;
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
@@ -82,6 +92,7 @@ export class SqliteStore implements LogStore {
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
+    this.sync = options.sync;
     this.ttlMs = options.idempotencyTtlMs;
     this.db = openDatabase(options.path, options.sync);
     migrate(this.db);
@@ -115,8 +126,19 @@ export class SqliteStore implements LogStore {
       purge: db.prepare('DELETE FROM idempotency WHERE expires_at < ?'),
       pageCount: db.prepare('PRAGMA page_count').pluck(),
       pageSize: db.prepare('PRAGMA page_size').pluck(),
+      oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
+      saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
+      relaxSync: db.prepare('PRAGMA synchronous = NORMAL'),
+      restoreSync: db.prepare('PRAGMA synchronous = FULL'),
     };
-    this.meta = this.sql.meta.get() as Meta;
+    // The counters need no check or recount at start-up: every change to them (appends
+    // and compaction steps alike) is written in the same transaction as the rows it
+    // counts, so a crash at any point leaves both as of the same commit.
+    const meta = this.sql.meta.get() as Omit<Meta, 'supersededSince'>;
+    // When superseded records are left, the oldest record's time is a safe lower bound
+    // of when the first of them was superseded: the compactor may run early, never late.
+    const oldest = meta.records > meta.stateKeys ? (this.sql.oldestTs.get() as number | undefined) : undefined;
+    this.meta = { ...meta, supersededSince: oldest ?? null };
   }
 
   get epoch(): string {
@@ -267,6 +289,10 @@ export class SqliteStore implements LogStore {
     meta.head = seq;
     meta.records += 1;
     if (!current) meta.stateKeys += 1;
+    else {
+      meta.supersededSince ??= ts;
+      this.compaction?.superseded(key, current.seq);
+    }
     meta.liveKeys += live - (current?.live ?? 0);
     return seq;
   }
@@ -280,6 +306,53 @@ export class SqliteStore implements LogStore {
       liveKeys,
       tombstones: stateKeys - liveKeys,
       dbBytes: this.fileBytes(),
+    };
+  }
+
+  async compactionBacklog(): Promise<CompactionBacklog> {
+    const { records, stateKeys, supersededSince } = this.meta;
+    return { records, superseded: records - stateKeys, supersededSince };
+  }
+
+  async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<CompactionPass> {
+    return new SqliteCompactionPass(this.compactionHost(), policy, budget);
+  }
+
+  private compactionHost(): CompactionHost {
+    return {
+      db: this.db,
+      meta: () => this.meta,
+      transaction: <T>(work: () => T): T => {
+        const before = { ...this.meta };
+        // A lost compaction step costs nothing but redoing it, so its commit skips the
+        // fsync; the next write's commit (synchronous = FULL) syncs the WAL up to there.
+        const relaxed = this.sync === 'full';
+        if (relaxed) this.sql.relaxSync.run();
+        try {
+          return this.db.transaction(work)();
+        } catch (err) {
+          this.meta = before;
+          throw err;
+        } finally {
+          if (relaxed) this.sql.restoreSync.run();
+        }
+      },
+      recordRemoval: (records: number, keys: number, horizon: number): void => {
+        const meta = this.meta;
+        meta.records -= records;
+        meta.stateKeys -= keys;
+        meta.horizon = Math.max(meta.horizon, horizon);
+        this.sql.saveRemoval.run(meta);
+      },
+      setSupersededSince: (ts: number | null): void => {
+        this.meta.supersededSince = ts;
+      },
+      listen: (listener: SupersessionListener): void => {
+        this.compaction = listener;
+      },
+      unlisten: (listener: SupersessionListener): void => {
+        if (this.compaction === listener) this.compaction = null;
+      },
     };
   }
 

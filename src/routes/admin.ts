@@ -1,0 +1,26 @@
+// /v1/admin: operations for the admin role. POST /v1/admin/compact runs a compaction
+// now and answers when it is done.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { CompactionStopped, type Compactor } from '../compactor.js';
+import { ApiError } from '../errors.js';
+import { compactSchema } from '../schemas.js';
+
+export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor }> = async (app, { compactor }) => {
+  app.post('/v1/admin/compact', { schema: compactSchema }, async () => {
+    try {
+      const { removed, tombstonesRemoved, durationMs, horizon, head } = await compactor.run();
+      return { removed, tombstonesRemoved, durationMs, horizon, head };
+    } catch (err) {
+      if (err instanceof CompactionStopped) {
+        throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
+      }
+      // The cause is in the server's log; the client learns only that it may retry.
+      throw new ApiError(
+        'unavailable',
+        'the compaction run failed; the steps it completed stand, and the timer retries it at the next period',
+        {},
+        { 'retry-after': '1' },
+      );
+    }
+  });
+};

@@ -1,0 +1,281 @@
+// One compaction run on the SQLite log, in bounded steps on the store's own connection
+// (the writer's): removal transactions walk the log in offset order up to a cutoff fixed
+// at the start, then incremental_vacuum and WAL checkpoints give the space back.
+// Between steps the caller yields to the event loop, so group commits interleave.
+import type Database from 'better-sqlite3';
+import type { CompactionBudget, CompactionPass, CompactionPolicy } from './log-store.js';
+
+/** What the run needs from the store that owns the connection and the counters. */
+export interface CompactionHost {
+  readonly db: Database.Database;
+  /** The counters as they are now (the store's in-memory mirror of the meta row). */
+  meta(): { readonly head: number; readonly lastTs: number; readonly records: number; readonly stateKeys: number };
+  /** Runs `work` as one transaction; on failure the counters roll back with it. */
+  transaction<T>(work: () => T): T;
+  /** Inside that transaction: removes records and keys from the counters and raises the horizon. */
+  recordRemoval(records: number, keys: number, horizon: number): void;
+  setSupersededSince(ts: number | null): void;
+  /** From now on, tells `listener` of every record a write supersedes (one listener at a time). */
+  listen(listener: SupersessionListener): void;
+  unlisten(listener: SupersessionListener): void;
+}
+
+export interface SupersessionListener {
+  /** Called inside the write's transaction: `seq` was `key`'s latest record until now. */
+  superseded(key: string, seq: number): void;
+}
+
+/** Rows examined per statement: small enough to check the clock often. */
+const CHUNK_ROWS = 256;
+/** A checkpoint follows this many step budgets of page-writing work. */
+const CHECKPOINT_AFTER_BUDGETS = 2;
+/** Pages freed by the first incremental_vacuum step; later steps adapt to the time budget. */
+const FIRST_VACUUM_PAGES = 256;
+
+interface SpecialRow {
+  seq: number;
+  key: string;
+  op: 'set' | 'delete';
+  ts: number;
+  latest: number | null;
+}
+
+type Phase = 'remove' | 'vacuum' | 'truncate' | 'done';
+
+export class SqliteCompactionPass implements CompactionPass, SupersessionListener {
+  removed = 0;
+  tombstonesRemoved = 0;
+  private phase: Phase = 'remove';
+  private failed = false;
+  /** Records with offsets up to here are older than the minimum lag. */
+  private readonly cutoff: number;
+  private readonly tombstoneCutTs: number;
+  private cursor = 0;
+  /**
+   * Keys written during the run whose latest record was within the cutoff until then,
+   * with that record: it is the key's last one within the cutoff, the one to keep.
+   * Memory is bounded by the keys written during the run.
+   */
+  private readonly lastOldRecord = new Map<string, number>();
+  /**
+   * Keys already written after the cutoff when the run started (only with a minimum
+   * lag), with the last record within the cutoff seen so far: it is kept until a later
+   * one turns up. Memory is bounded by the keys written within the lag.
+   */
+  private readonly pendingOldRecord = new Map<string, number>();
+  private vacuumPages = FIRST_VACUUM_PAGES;
+  /** Time spent writing pages since the last checkpoint. */
+  private dirtyMs = 0;
+  private readonly sql;
+
+  constructor(
+    private readonly host: CompactionHost,
+    policy: CompactionPolicy,
+    private readonly budget: CompactionBudget,
+  ) {
+    const db = host.db;
+    this.sql = {
+      lastTsUpTo: db.prepare('SELECT ts FROM log WHERE seq <= ? ORDER BY seq DESC LIMIT 1').pluck(),
+      firstTsAfter: db.prepare('SELECT ts FROM log WHERE seq > ? ORDER BY seq LIMIT 1').pluck(),
+      chunkEnd: db.prepare('SELECT seq FROM log WHERE seq > ? ORDER BY seq LIMIT 1 OFFSET ?').pluck(),
+      // Every record in the range except those plainly superseded by a record within
+      // the cutoff, which are removed by range without crossing into JavaScript.
+      special: db.prepare(
+        `SELECT l.seq, l.key, l.op, l.ts, s.seq AS latest FROM log l LEFT JOIN state s ON s.key = l.key
+         WHERE l.seq > @from AND l.seq <= @to AND (s.seq IS NULL OR s.seq = l.seq OR s.seq > @cutoff)
+         ORDER BY l.seq`,
+      ),
+      removeBetween: db.prepare('DELETE FROM log WHERE seq > ? AND seq < ?'),
+      removeOne: db.prepare('DELETE FROM log WHERE seq = ?'),
+      forgetKey: db.prepare('DELETE FROM state WHERE key = ? AND seq = ?'),
+      freePages: db.prepare('PRAGMA freelist_count').pluck(),
+    };
+    this.cutoff = this.lastSeqCommittedBy(policy.now - policy.minLagMs);
+    this.tombstoneCutTs = policy.now - Math.max(policy.tombstoneRetentionMs, policy.minLagMs);
+    host.listen(this);
+  }
+
+  superseded(key: string, seq: number): void {
+    // A write rolled back later changes nothing here: the key's last record within
+    // the cutoff is the same whoever supersedes it.
+    if (seq <= this.cutoff && !this.lastOldRecord.has(key)) this.lastOldRecord.set(key, seq);
+  }
+
+  close(): void {
+    this.host.unlisten(this);
+  }
+
+  async step(): Promise<boolean> {
+    if (this.failed) throw new Error('a compaction run cannot go on after a failed step');
+    try {
+      return this.nextStep();
+    } catch (err) {
+      this.failed = true;
+      this.close();
+      throw err;
+    }
+  }
+
+  private nextStep(): boolean {
+    if (this.phase === 'done') return false;
+    if (this.dirtyMs >= CHECKPOINT_AFTER_BUDGETS * this.budget.maxMs) {
+      // Small, frequent checkpoints: each copies a few pages instead of one long pause.
+      this.checkpoint('PASSIVE');
+      return true;
+    }
+    switch (this.phase) {
+      case 'remove':
+        this.timed(() => this.removeStep());
+        return true;
+      case 'vacuum':
+        this.timed(() => this.vacuumStep());
+        return true;
+      case 'truncate':
+        this.checkpoint('TRUNCATE');
+        this.phase = 'done';
+        return false;
+    }
+  }
+
+  /**
+   * The highest offset committed at or before `ts`. Commit times never decrease along
+   * the log, so those records are a prefix of it: a binary search of index seeks.
+   */
+  private lastSeqCommittedBy(ts: number): number {
+    const { head, lastTs } = this.host.meta();
+    const committedBy = (seq: number) => {
+      const found = this.sql.lastTsUpTo.get(seq) as number | undefined;
+      return found === undefined || found <= ts;
+    };
+    if (ts >= lastTs || committedBy(head)) return head;
+    let lo = 0;
+    let hi = head;
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (committedBy(mid)) lo = mid;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** One removal transaction: chunks of the log in offset order until the budget is spent. */
+  private removeStep(): void {
+    const step = this.host.transaction(() => {
+      const started = performance.now();
+      const totals = { removed: 0, keysRemoved: 0, horizon: 0 };
+      let cursor = this.cursor;
+      let rows = 0;
+      while (cursor < this.cutoff && rows < this.budget.maxRows && performance.now() - started < this.budget.maxMs) {
+        const size = Math.min(CHUNK_ROWS, this.budget.maxRows - rows);
+        const end = this.sql.chunkEnd.get(cursor, size - 1) as number | undefined;
+        const to = end === undefined ? this.cutoff : Math.min(end, this.cutoff);
+        const chunk = this.removeChunk(cursor, to);
+        totals.removed += chunk.removed;
+        totals.keysRemoved += chunk.keysRemoved;
+        totals.horizon = Math.max(totals.horizon, chunk.horizon);
+        rows += size;
+        cursor = to;
+      }
+      this.host.recordRemoval(totals.removed, totals.keysRemoved, totals.horizon);
+      if (cursor >= this.cutoff) this.settleSupersededSince();
+      return { ...totals, cursor };
+    });
+    this.cursor = step.cursor;
+    this.removed += step.removed;
+    this.tombstonesRemoved += step.keysRemoved;
+    if (this.cursor >= this.cutoff) {
+      this.phase = 'vacuum';
+      this.close();
+    }
+  }
+
+  /** Removes what may go among the records with offsets in (from, to]. */
+  private removeChunk(from: number, to: number): { removed: number; keysRemoved: number; horizon: number } {
+    const rows = this.sql.special.all({ from, to, cutoff: this.cutoff }) as SpecialRow[];
+    const kept = new Set<number>();
+    let removed = 0;
+    let keysRemoved = 0;
+    let horizon = 0;
+    for (const row of rows) {
+      if (row.latest === row.seq) {
+        if (row.op === 'delete' && row.ts <= this.tombstoneCutTs) {
+          // Its key's earlier records are all gone by now: they were superseded by it,
+          // within the cutoff, and lie in earlier chunks or were removed by range below.
+          this.sql.forgetKey.run(row.key, row.seq);
+          keysRemoved += 1;
+          horizon = row.seq;
+        } else {
+          kept.add(row.seq);
+        }
+      } else if (row.latest !== null) {
+        // The key was written after the cutoff: keep only its last record within it.
+        const last = this.lastOldRecord.get(row.key);
+        if (last !== undefined) {
+          if (row.seq === last) kept.add(row.seq);
+          continue;
+        }
+        const previous = this.pendingOldRecord.get(row.key);
+        // One in this chunk falls in a removed range below once it is no longer kept.
+        if (previous !== undefined && !kept.delete(previous)) removed += this.sql.removeOne.run(previous).changes;
+        this.pendingOldRecord.set(row.key, row.seq);
+        kept.add(row.seq);
+      }
+      // A record whose key has left the state cannot exist; were one found, it goes.
+    }
+    let gapStart = from;
+    for (const seq of kept) {
+      removed += this.sql.removeBetween.run(gapStart, seq).changes;
+      gapStart = seq;
+    }
+    removed += this.sql.removeBetween.run(gapStart, to + 1).changes;
+    return { removed, keysRemoved, horizon };
+  }
+
+  /**
+   * Once the cutoff is reached every record superseded by a record within it is gone, so
+   * whatever superseded one still left was written after the cutoff: the first record
+   * after it gives a lower bound of when.
+   */
+  private settleSupersededSince(): void {
+    const { records, stateKeys } = this.host.meta();
+    const firstAfter = this.sql.firstTsAfter.get(this.cutoff) as number | undefined;
+    this.host.setSupersededSince(records > stateKeys ? (firstAfter ?? null) : null);
+  }
+
+  private vacuumStep(): void {
+    const free = this.sql.freePages.get() as number;
+    if (free === 0) {
+      this.phase = 'truncate';
+      return;
+    }
+    const started = performance.now();
+    this.host.transaction(() => this.host.db.pragma(`incremental_vacuum(${Math.min(free, this.vacuumPages)})`));
+    const ms = performance.now() - started;
+    // Aim the next step at the time budget.
+    const scale = ms > 0 ? this.budget.maxMs / ms : 2;
+    this.vacuumPages = Math.max(16, Math.min(65_536, Math.round(this.vacuumPages * Math.min(2, Math.max(0.5, scale)))));
+  }
+
+  private timed(work: () => void): void {
+    const started = performance.now();
+    work();
+    this.dirtyMs += performance.now() - started;
+  }
+
+  /**
+   * PASSIVE never waits for readers. TRUNCATE (at the end, to hand the WAL's disk space
+   * back) must not wait either: the event loop would stall for the busy timeout while a
+   * snapshot is open, so the timeout is lifted for it and a busy answer is accepted.
+   */
+  private checkpoint(mode: 'PASSIVE' | 'TRUNCATE'): void {
+    const db = this.host.db;
+    const timeout = db.pragma('busy_timeout', { simple: true }) as number;
+    if (mode === 'TRUNCATE') db.pragma('busy_timeout = 0');
+    try {
+      db.pragma(`wal_checkpoint(${mode})`);
+    } finally {
+      if (mode === 'TRUNCATE') db.pragma(`busy_timeout = ${timeout}`);
+    }
+    this.dirtyMs = 0;
+  }
+}

@@ -1,0 +1,116 @@
+// Store-level fixtures for the compaction tests: writes without HTTP, full reads of the
+// log, snapshots and changes, and counts straight from the tables to check the counters.
+import { join } from 'node:path';
+import { Compactor, type CompactionSettings, type CompactorLog } from '../src/compactor.js';
+import type { CompactionBudget, StoredRecord, WriteOp, WriteOutcome } from '../src/store/log-store.js';
+import { SqliteStore } from '../src/store/sqlite-store.js';
+
+export function openStore(dir: string, file = 'statelog.db'): SqliteStore {
+  return new SqliteStore({ path: join(dir, file), sync: 'normal', idempotencyTtlMs: 60_000 });
+}
+
+/** Commits one request of `ops` at `now` and returns its outcome. */
+export async function write(store: SqliteStore, ops: WriteOp[], now: number): Promise<WriteOutcome> {
+  let outcome: WriteOutcome | undefined;
+  await store.commit(
+    [
+      {
+        ops,
+        render(result) {
+          outcome = result;
+          return { status: result.ok ? 200 : 409, headers: {}, body: '' };
+        },
+      },
+    ],
+    now,
+  );
+  return outcome!;
+}
+
+/** Every record left in the log, in offset order, read through the store's change reader. */
+export async function allRecords(store: SqliteStore, pageSize = 10_000, after = 0): Promise<StoredRecord[]> {
+  const records: StoredRecord[] = [];
+  for (;;) {
+    const page = await store.readChanges({ after, prefix: '', limit: pageSize });
+    records.push(...page.records);
+    if (page.records.length < pageSize) return records;
+    after = page.records[page.records.length - 1]!.offset;
+  }
+}
+
+/** Applies records in order to a key → value-text map: a client catching up. */
+export function applyRecords(state: Map<string, string>, records: Iterable<StoredRecord>): Map<string, string> {
+  for (const record of records) {
+    if (record.op === 'set') state.set(record.key, record.value!);
+    else state.delete(record.key);
+  }
+  return state;
+}
+
+/** A whole snapshot, read page by page: its offset and the live keys at it. */
+export async function readSnapshot(store: SqliteStore, pageSize = 1000): Promise<{ offset: number; state: Map<string, string> }> {
+  const snapshot = await store.openSnapshot('');
+  try {
+    const state = new Map<string, string>();
+    for (let page = await snapshot.nextPage(pageSize); page.length > 0; page = await snapshot.nextPage(pageSize)) {
+      for (const entry of page) state.set(entry.key, entry.value);
+    }
+    return { offset: snapshot.offset, state };
+  } finally {
+    snapshot.close();
+  }
+}
+
+/** The current state as the store serves it to readers. */
+export async function currentState(store: SqliteStore): Promise<Map<string, string>> {
+  const state = new Map<string, string>();
+  let afterKey: string | null = null;
+  for (;;) {
+    const { items } = await store.list({ prefix: '', afterKey, limit: 1000 });
+    for (const item of items) state.set(item.key, item.value);
+    if (items.length < 1000) return state;
+    afterKey = items[items.length - 1]!.key;
+  }
+}
+
+/** What the counters must be, counted from the tables themselves. */
+export function countedFromTables(store: SqliteStore) {
+  const count = (sql: string) => store.db.prepare(sql).pluck().get() as number;
+  return {
+    records: count('SELECT COUNT(*) FROM log'),
+    liveKeys: count('SELECT COUNT(*) FROM state WHERE live = 1'),
+    tombstones: count('SELECT COUNT(*) FROM state WHERE live = 0'),
+    superseded: count('SELECT COUNT(*) FROM log l WHERE NOT EXISTS (SELECT 1 FROM state s WHERE s.key = l.key AND s.seq = l.seq)'),
+  };
+}
+
+/** The counters the store keeps, in the same shape. */
+export async function keptCounters(store: SqliteStore) {
+  const counters = await store.counters();
+  const backlog = await store.compactionBacklog();
+  return {
+    records: counters.records,
+    liveKeys: counters.liveKeys,
+    tombstones: counters.tombstones,
+    superseded: backlog.superseded,
+  };
+}
+
+export const quietLog: CompactorLog = { info() {}, error() {} };
+
+export const NO_TIMER: CompactionSettings = {
+  intervalMs: 0,
+  minDirtyRatio: 0.5,
+  minLagMs: 0,
+  maxLagMs: 0,
+  tombstoneRetentionMs: 0,
+};
+
+/** A compactor on `store` with no timer, for driving runs by hand. */
+export function compactorFor(
+  store: SqliteStore,
+  settings: Partial<CompactionSettings> = {},
+  extra: { now?: () => number; budget?: CompactionBudget; log?: CompactorLog; signal?: AbortSignal } = {},
+): Compactor {
+  return new Compactor({ ...NO_TIMER, ...settings, store, log: extra.log ?? quietLog, ...extra });
+}
