@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import type { SyncMode } from '../config.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
+import { checkCondition, incremented, Refusal } from './write-rules.js';
 import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound } from './sqlite-sql.js';
 import type {
   AppliedOp,
@@ -20,7 +21,6 @@ import type {
   StoreCounters,
   StoredEntry,
   StoredRecord,
-  WriteFailure,
   WriteOp,
   WriteRequest,
   WriteResult,
@@ -45,13 +45,6 @@ interface Meta {
 interface StateRow {
   seq: number;
   live: 0 | 1;
-}
-
-/** Thrown inside a request's savepoint to roll back just that request. */
-class Refusal extends Error {
-  constructor(readonly failure: WriteFailure) {
-    super(failure.code);
-  }
 }
 
 export function openDatabase(path: string, sync: SyncMode): Database.Database {
@@ -209,13 +202,7 @@ export class SqliteStore implements LogStore {
   private applyOp(op: WriteOp, index: number, ts: number): AppliedOp {
     const current = this.sql.stateOf.get(op.key) as StateRow | undefined;
     const liveOffset = current?.live ? current.seq : null;
-    if (
-      (op.ifOffset !== undefined && liveOffset !== op.ifOffset) ||
-      (op.ifAbsent && liveOffset !== null) ||
-      (op.ifLive && liveOffset === null)
-    ) {
-      throw new Refusal({ code: 'precondition_failed', index, currentOffset: liveOffset });
-    }
+    checkCondition(op, liveOffset, index);
 
     switch (op.op) {
       case 'set':
@@ -224,9 +211,7 @@ export class SqliteStore implements LogStore {
         if (liveOffset === null) throw new Refusal({ code: 'not_found', index });
         return { key: op.key, offset: this.append(op.key, null, ts, current) };
       case 'incr': {
-        const base = liveOffset === null ? 0 : (JSON.parse(this.sql.valueAt.get(liveOffset) as string) as unknown);
-        const sum = typeof base === 'number' ? base + op.by : NaN;
-        if (!(Math.abs(sum) <= Number.MAX_SAFE_INTEGER)) throw new Refusal({ code: 'not_a_number', index });
+        const sum = incremented(op.by, liveOffset === null ? null : (this.sql.valueAt.get(liveOffset) as string), index);
         return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), ts, current), value: sum };
       }
     }
