@@ -20,7 +20,7 @@ import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
 import type { AppServices, Lifecycle } from './services.js';
-import { SqliteStore } from './store/sqlite-store.js';
+import { openStore } from './store/open-store.js';
 import { WriteBatcher } from './write-batcher.js';
 
 export type App = FastifyInstance & { services: AppServices };
@@ -72,7 +72,7 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
 }
 
 export async function buildApp(config: Config): Promise<App> {
-  const store = new SqliteStore({ path: config.dbPath, sync: config.sync, idempotencyTtlMs: config.idempotencyTtlMs });
+  const store = await openStore(config);
   const notifier = new ChangeNotifier();
   notifier.publish(store.position().head);
   const batcher = new WriteBatcher(store, { onCommit: (head) => notifier.publish(head) });
@@ -100,6 +100,12 @@ export async function buildApp(config: Config): Promise<App> {
       return errorHandler(new ApiError(code, `the path is not valid percent-encoded UTF-8`), req, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // Commits of other nodes sharing the database wake this node's readers too.
+  const unwatch = store.watchHead(
+    (head) => notifier.publish(head),
+    (err) => app.log.warn({ err }, 'watching the database for other nodes\' commits was interrupted; it resumes by itself'),
+  );
 
   app.setValidatorCompiler(validatorCompiler());
   app.setErrorHandler(errorHandler);
@@ -132,6 +138,7 @@ export async function buildApp(config: Config): Promise<App> {
   });
   app.addHook('onClose', async () => {
     clearInterval(purge);
+    unwatch();
     await batcher.drain();
     await store.close();
   });

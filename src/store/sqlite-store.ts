@@ -117,6 +117,11 @@ export class SqliteStore implements LogStore {
     return { head: this.meta.head, horizon: this.meta.horizon, epoch: this.meta.epoch };
   }
 
+  watchHead(): () => void {
+    // This process is the file's only writer: every commit goes through its own batcher.
+    return () => {};
+  }
+
   async get(key: string): Promise<StoredEntry | null> {
     return (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
   }

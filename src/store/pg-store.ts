@@ -1,0 +1,336 @@
+// The PostgreSQL log store: several stateless statelog nodes share one database.
+//
+// Offsets are in commit order across nodes: every write transaction first locks the one
+// meta row (SELECT ... FOR UPDATE), so the transactions that assign offsets run one at a
+// time, each taking head + 1... from the row and committing before the next can read
+// it. A reader that sees offset N has therefore seen every offset below N. (A sequence
+// would not do: offset 11 could commit and be read before 10 commits, and a reader
+// that moved past 11 would never see 10.) Each node keeps group commit: one transaction
+// per group, four round trips whatever its size (lock, read, write, commit).
+import pg from 'pg';
+import type { SyncMode } from '../config.js';
+import { groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
+import type {
+  ChangesPage,
+  ChangesQuery,
+  ListQuery,
+  LogPosition,
+  LogStore,
+  SnapshotReader,
+  StoreCounters,
+  StoredEntry,
+  StoredRecord,
+  WriteRequest,
+  WriteResult,
+} from './log-store.js';
+import {
+  PgCompactionPass,
+  type CompactionBacklog,
+  type CompactionBudget,
+  type CompactionPass,
+  type CompactionPolicy,
+} from './pg-compaction.js';
+import { HeadWatch } from './pg-head-watch.js';
+import { migratePostgres } from './pg-migrations.js';
+import { PgSnapshot } from './pg-snapshot.js';
+import {
+  BEGIN_AND_LOCK_SQL,
+  CHANGES_CHANNEL,
+  CHANGES_SQL,
+  COUNTERS_SQL,
+  GET_SQL,
+  GROUP_READ_SQL,
+  LIST_SQL,
+  Params,
+  PURGE_SQL,
+  pgTypes,
+  prefixUpperBound,
+} from './pg-sql.js';
+
+export interface PgStoreOptions {
+  url: string;
+  /** Connections for reads and writes. */
+  poolSize: number;
+  /** Connections for snapshots, each held while its snapshot streams. */
+  snapshotPoolSize: number;
+  /** full: the server's own synchronous_commit (on by default); normal: off for statelog's sessions. */
+  sync: SyncMode;
+  idempotencyTtlMs: number;
+  /** Period of the catch-up read of the head (default 1000). */
+  catchUpMs?: number;
+  migrationsDir?: string;
+}
+
+interface RowOfGroupRead {
+  kind: 's' | 'i';
+  key: string;
+  seq: number | null;
+  live: boolean | null;
+  text1: string | null;
+  text2: string | null;
+  expiresAt: number | null;
+}
+
+const PURGE_BATCH = 1000;
+
+export class PgStore implements LogStore {
+  private readonly pool: pg.Pool;
+  private readonly snapshotPool: pg.Pool;
+  private readonly watch: HeadWatch;
+  private readonly headWatchers = new Set<(head: number) => void>();
+  private readonly errorWatchers = new Set<(err: Error) => void>();
+  private readonly snapshots = new Set<PgSnapshot>();
+  private readonly passes = new Set<PgCompactionPass>();
+  private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
+  private closed = false;
+
+  private constructor(private readonly options: PgStoreOptions) {
+    const client: pg.ClientConfig = {
+      connectionString: options.url,
+      types: pgTypes,
+      application_name: 'statelog',
+      keepAlive: true,
+      connectionTimeoutMillis: 10_000,
+      // STATELOG_SYNC=normal: a commit is acknowledged before its WAL is flushed; a crash
+      // of the database server (not of statelog) may lose the last moments of writes.
+      ...(options.sync === 'normal' ? { options: '-c synchronous_commit=off' } : {}),
+    };
+    this.pool = new pg.Pool({ ...client, max: options.poolSize, idleTimeoutMillis: 30_000 });
+    this.snapshotPool = new pg.Pool({ ...client, max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
+    // An idle pooled connection that breaks must not take the process down.
+    this.pool.on('error', (err) => this.reportError(err));
+    this.snapshotPool.on('error', (err) => this.reportError(err));
+    this.watch = new HeadWatch({
+      client,
+      read: async () => (await this.pool.query<{ head: number; horizon: number }>('SELECT head, horizon FROM meta WHERE id = 1')).rows[0]!,
+      learn: (position) => this.learn(position, true),
+      onError: (err) => this.reportError(err),
+      catchUpMs: options.catchUpMs ?? 1000,
+    });
+  }
+
+  /** Connects, applies the migrations, reads the meta row and starts listening. */
+  static async open(options: PgStoreOptions): Promise<PgStore> {
+    const store = new PgStore(options);
+    try {
+      const client = await store.pool.connect();
+      try {
+        await migratePostgres(client, options.migrationsDir);
+        const { rows } = await client.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1');
+        store.known = rows[0]!;
+      } finally {
+        client.release();
+      }
+      await store.watch.start();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
+  }
+
+  get epoch(): string {
+    return this.known.epoch;
+  }
+
+  /** The latest position this node knows: its own commits, notifications and catch-up reads. */
+  position(): LogPosition {
+    return { ...this.known };
+  }
+
+  watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void {
+    this.headWatchers.add(onHead);
+    if (onError) this.errorWatchers.add(onError);
+    return () => {
+      this.headWatchers.delete(onHead);
+      if (onError) this.errorWatchers.delete(onError);
+    };
+  }
+
+  /** Keeps the highest head and horizon seen; `fromElsewhere` tells the watchers of a new head. */
+  private learn(position: { head: number; horizon?: number }, fromElsewhere: boolean): void {
+    if (position.horizon !== undefined && position.horizon > this.known.horizon) this.known.horizon = position.horizon;
+    if (position.head <= this.known.head) return;
+    this.known.head = position.head;
+    if (fromElsewhere) for (const watcher of this.headWatchers) watcher(position.head);
+  }
+
+  private reportError(err: Error): void {
+    for (const watcher of this.errorWatchers) watcher(err);
+  }
+
+  async get(key: string): Promise<StoredEntry | null> {
+    const { rows } = await this.pool.query<{ key: string; value: string; seq: number; ts: number }>(GET_SQL, [key]);
+    const row = rows[0];
+    return row ? { key: row.key, value: row.value, offset: row.seq, ts: row.ts } : null;
+  }
+
+  async list(query: ListQuery): Promise<{ items: StoredEntry[]; head: number }> {
+    const { rows } = await this.pool.query<{ head: number; key: string | null; value: string; seq: number; ts: number }>(
+      LIST_SQL,
+      [query.prefix, query.afterKey ?? '', prefixUpperBound(query.prefix), query.limit],
+    );
+    const head = rows[0]!.head;
+    this.learn({ head }, true);
+    const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts }));
+    return { items, head };
+  }
+
+  async readChanges(query: ChangesQuery): Promise<ChangesPage> {
+    const { rows } = await this.pool.query<{ head: number; horizon: number } & Partial<{ seq: number; key: string; op: 'set' | 'delete'; value: string | null; ts: number }>>(
+      CHANGES_SQL,
+      [query.after, query.prefix, prefixUpperBound(query.prefix), query.limit],
+    );
+    const { head, horizon } = rows[0]!;
+    this.learn({ head, horizon }, true);
+    const records: StoredRecord[] = [];
+    for (const row of rows) {
+      if (row.seq === null || row.seq === undefined) continue;
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+    }
+    return { records, head, horizon };
+  }
+
+  async openSnapshot(prefix: string): Promise<SnapshotReader> {
+    if (this.closed) throw new Error('the store is closed');
+    const snapshot = await PgSnapshot.open(this.snapshotPool, prefix, (closed) => this.snapshots.delete(closed));
+    this.snapshots.add(snapshot);
+    return snapshot;
+  }
+
+  async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      const locked = (await client.query(BEGIN_AND_LOCK_SQL)) as unknown as pg.QueryResult<{ head: number; horizon: number; lastTs: number }>[];
+      const meta = locked[1]!.rows[0]!;
+      const { keys, incrKeys, idempotencyKeys } = groupKeys(requests);
+      const read = await client.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, idempotencyKeys]);
+      const state = new Map<string, KeyState>();
+      const answers = new Map<string, RememberedAnswer>();
+      for (const row of read.rows) {
+        if (row.kind === 's') state.set(row.key, { seq: row.seq!, live: row.live!, value: row.text1 });
+        else answers.set(row.key, { fingerprint: row.text1!, answer: row.text2!, expiresAt: row.expiresAt! });
+      }
+      const ts = Math.max(now, meta.lastTs);
+      const plan = planGroup({
+        requests,
+        head: meta.head,
+        ts,
+        now,
+        idempotencyTtlMs: this.options.idempotencyTtlMs,
+        state,
+        answers,
+      });
+      const write = writeStatement(plan, ts);
+      if (write) await client.query(write.text, write.values);
+      await client.query('COMMIT');
+      this.learn({ head: meta.head, horizon: meta.horizon }, true);
+      this.learn({ head: plan.head }, false);
+      return plan.results;
+    } catch (err) {
+      // Nothing of the group was committed. A connection that cannot even roll back is dropped.
+      await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async counters(): Promise<StoreCounters> {
+    const { rows } = await this.pool.query<{
+      head: number;
+      horizon: number;
+      records: number;
+      liveKeys: number;
+      stateKeys: number;
+      dbBytes: number;
+    }>(COUNTERS_SQL);
+    const { head, horizon, records, liveKeys, stateKeys, dbBytes } = rows[0]!;
+    this.learn({ head, horizon }, true);
+    return { head, horizon, records, liveKeys, tombstones: stateKeys - liveKeys, dbBytes };
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  async purgeIdempotency(now: number): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await this.pool.query(PURGE_SQL, [now, PURGE_BATCH]);
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < PURGE_BATCH) return total;
+    }
+  }
+
+  async compactionBacklog(): Promise<CompactionBacklog> {
+    const { rows } = await this.pool.query<{ records: number; stateKeys: number; supersededSince: number | null }>(
+      'SELECT records, state_keys AS "stateKeys", superseded_since AS "supersededSince" FROM meta WHERE id = 1',
+    );
+    const { records, stateKeys, supersededSince } = rows[0]!;
+    return { records, superseded: records - stateKeys, supersededSince };
+  }
+
+  /**
+   * One node compacts at a time: the run holds an advisory lock on its own connection.
+   * A node that finds it taken runs nothing and waits for that run to end, so a call on
+   * any node answers once the log is compacted.
+   */
+  async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<CompactionPass> {
+    if (this.closed) throw new Error('the store is closed');
+    const pass = await PgCompactionPass.start(this.pool, policy, budget, (done) => this.passes.delete(done));
+    this.passes.add(pass);
+    return pass;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.watch.stop();
+    for (const snapshot of this.snapshots) snapshot.close();
+    // A run the compactor abandoned at a step boundary gives its lock and connection back.
+    await Promise.all([...this.passes].map((pass) => pass.abandon()));
+    await Promise.all([this.pool.end(), this.snapshotPool.end()]);
+  }
+}
+
+/**
+ * The group's writes as one statement: records, state rows, remembered answers and the
+ * counters, then NOTIFY with the new head (delivered only if the transaction commits).
+ * Null when the group wrote nothing at all.
+ */
+function writeStatement(plan: GroupPlan, ts: number): { text: string; values: unknown[] } | null {
+  const p = new Params();
+  const parts: string[] = [];
+  if (plan.records.length > 0) {
+    const r = plan.records;
+    const tsParam = p.add(ts, '::bigint');
+    parts.push(`l AS (INSERT INTO log (seq, key, op, value, ts)
+      SELECT r.seq, r.key, r.op, r.value, ${tsParam} FROM unnest(${p.add(r.map((x) => x.seq), '::bigint[]')},
+        ${p.add(r.map((x) => x.key), '::text[]')}, ${p.add(r.map((x) => x.op), '::text[]')},
+        ${p.add(r.map((x) => x.value), '::text[]')}) AS r(seq, key, op, value))`);
+    const keys = [...plan.state.keys()];
+    const rows = [...plan.state.values()];
+    parts.push(`s AS (INSERT INTO state (key, seq, live)
+      SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(rows.map((x) => x.seq), '::bigint[]')},
+        ${p.add(rows.map((x) => x.live), '::boolean[]')})
+      ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live)`);
+    parts.push(`m AS (UPDATE meta SET head = ${p.add(plan.head, '::bigint')}, last_ts = ${tsParam},
+      records = records + ${p.add(r.length, '::bigint')}, state_keys = state_keys + ${p.add(plan.newKeys, '::bigint')},
+      live_keys = live_keys + ${p.add(plan.liveDelta, '::bigint')},
+      superseded_since = CASE WHEN ${p.add(plan.superseded, '::boolean')} THEN coalesce(superseded_since, ${tsParam}) ELSE superseded_since END
+      WHERE id = 1 RETURNING head)`);
+  }
+  if (plan.remember.size > 0) {
+    const keys = [...plan.remember.keys()];
+    const answers = [...plan.remember.values()];
+    parts.push(`i AS (INSERT INTO idempotency (key, fingerprint, answer, expires_at)
+      SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(answers.map((x) => x.fingerprint), '::text[]')},
+        ${p.add(answers.map((x) => x.answer), '::text[]')}, ${p.add(answers.map((x) => x.expiresAt), '::bigint[]')})
+      ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, answer = excluded.answer, expires_at = excluded.expires_at)`);
+  }
+  if (parts.length === 0) return null;
+  const tail = plan.records.length > 0 ? `SELECT pg_notify('${CHANGES_CHANNEL}', head::text) FROM m` : 'SELECT 1';
+  return { text: `WITH ${parts.join(',\n')}\n${tail}`, values: p.values };
+}
