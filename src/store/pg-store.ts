@@ -27,7 +27,6 @@ import {
   PgCompactionPass,
   type CompactionBacklog,
   type CompactionBudget,
-  type CompactionPass,
   type CompactionPolicy,
 } from './pg-compaction.js';
 import { HeadWatch } from './pg-head-watch.js';
@@ -277,7 +276,7 @@ export class PgStore implements LogStore {
    * A node that finds it taken runs nothing and waits for that run to end, so a call on
    * any node answers once the log is compacted.
    */
-  async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<CompactionPass> {
+  async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<PgCompactionPass> {
     if (this.closed) throw new Error('the store is closed');
     const pass = await PgCompactionPass.start(this.pool, policy, budget, (done) => this.passes.delete(done));
     this.passes.add(pass);
