@@ -6,6 +6,8 @@ import pg from 'pg';
 import { CHANGES_CHANNEL } from './pg-sql.js';
 
 export interface HeadWatchOptions {
+  /** This node's id in notification payloads: its own commits are not news. */
+  node: string;
   /** Settings for the dedicated listening connection. */
   client: pg.ClientConfig;
   /** Reads head and horizon (through the store's pool), for the catch-up. */
@@ -36,8 +38,8 @@ export class HeadWatch {
   private async listen(): Promise<void> {
     const client = new pg.Client(this.options.client);
     client.on('notification', (message) => {
-      const head = Number(message.payload);
-      if (Number.isSafeInteger(head)) this.options.learn({ head });
+      const [head, node] = (message.payload ?? '').split(' ');
+      if (node !== this.options.node && Number.isSafeInteger(Number(head))) this.options.learn({ head: Number(head) });
     });
     // A broken connection emits 'error' and then 'end': listen again after a pause.
     client.on('error', (err) => this.options.onError(err));

@@ -10,7 +10,7 @@ export const pgTypes = {
     oid === INT8_OID ? (text: string) => Number(text) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-/** The channel every node LISTENs on; the payload is the new head. */
+/** The channel every node LISTENs on; the payload is '<new head> <committing node's id>'. */
 export const CHANGES_CHANNEL = 'statelog_changes';
 
 /**
@@ -45,6 +45,11 @@ export const GROUP_READ_SQL = `
     WHERE s.key = ANY($1::text[])
   UNION ALL
   SELECT 'i', key, NULL, NULL, fingerprint, answer, expires_at FROM idempotency WHERE key = ANY($3::text[])`;
+
+/** See migrations/postgres/002_append.sql; no row back means a key it read had changed. */
+export const APPEND_SQL = `
+  SELECT out_base AS base FROM statelog_append($1::text[], $2::bigint[], $3::boolean[], $4::text[], $5::text[],
+    $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::bigint, $11::bigint, $12::boolean, $13::bigint, $14::text)`;
 
 export const GET_SQL = `
   SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq WHERE s.key = $1 AND s.live`;

@@ -1,12 +1,17 @@
 // The PostgreSQL log store: several stateless statelog nodes share one database.
 //
-// Offsets are in commit order across nodes: every write transaction first locks the one
-// meta row (SELECT ... FOR UPDATE), so the transactions that assign offsets run one at a
-// time, each taking head + 1... from the row and committing before the next can read
-// it. A reader that sees offset N has therefore seen every offset below N. (A sequence
-// would not do: offset 11 could commit and be read before 10 commits, and a reader
-// that moved past 11 would never see 10.) Each node keeps group commit: one transaction
-// per group, four round trips whatever its size (lock, read, write, commit).
+// Offsets are in commit order across nodes: every write transaction locks the one meta
+// row (FOR UPDATE) before it takes offsets head + 1... from it, so the transactions that
+// assign offsets commit one at a time and a reader that sees offset N has seen every
+// offset below N. (A sequence would not do: offset 11 could commit and be read before 10
+// commits, and a reader that moved past 11 would never see 10.)
+//
+// Each node keeps group commit: one transaction per group. The lock is the cluster's
+// bottleneck, so a group is planned from an unlocked read and written by one statement
+// (statelog_append) that holds the lock only inside the server; a group whose keys
+// changed meanwhile, or that carries idempotency keys, is applied under the lock from
+// the start instead (lock, read, write, commit: four round trips).
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../config.js';
 import { groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
@@ -33,6 +38,7 @@ import { HeadWatch } from './pg-head-watch.js';
 import { migratePostgres } from './pg-migrations.js';
 import { PgSnapshot } from './pg-snapshot.js';
 import {
+  APPEND_SQL,
   BEGIN_AND_LOCK_SQL,
   CHANGES_CHANNEL,
   CHANGES_SQL,
@@ -82,6 +88,8 @@ export class PgStore implements LogStore {
   private readonly passes = new Set<PgCompactionPass>();
   private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
   private closed = false;
+  /** Tags this node's notifications, so that it does not take its own commits for news. */
+  private readonly node = randomUUID();
 
   private constructor(private readonly options: PgStoreOptions) {
     const client: pg.ClientConfig = {
@@ -100,6 +108,7 @@ export class PgStore implements LogStore {
     this.pool.on('error', (err) => this.reportError(err));
     this.snapshotPool.on('error', (err) => this.reportError(err));
     this.watch = new HeadWatch({
+      node: this.node,
       client,
       read: async () => (await this.pool.query<{ head: number; horizon: number }>('SELECT head, horizon FROM meta WHERE id = 1')).rows[0]!,
       learn: (position) => this.learn(position, true),
@@ -197,7 +206,62 @@ export class PgStore implements LogStore {
     return snapshot;
   }
 
+  /**
+   * A group without idempotency keys is planned from an unlocked read and written by
+   * statelog_append() in one statement, which holds the meta row only inside the server.
+   * If a key it read changed meanwhile, or it carries idempotency keys (whose answers are
+   * stored with their final offsets), it is applied under the lock from the start.
+   */
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    if (!requests.some((request) => request.idempotency)) {
+      const results = await this.commitPlanned(requests, now);
+      if (results) return results;
+      this.conflicts += 1;
+    }
+    return this.commitLocked(requests, now);
+  }
+
+  /** Groups that fell back to the locked path because a key they read changed (for tests and benchmarks). */
+  conflicts = 0;
+
+  private async commitPlanned(requests: WriteRequest[], now: number): Promise<WriteResult[] | null> {
+    const { keys, incrKeys } = groupKeys(requests);
+    const read = await this.pool.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, []]);
+    const state = new Map<string, KeyState>();
+    for (const row of read.rows) state.set(row.key, { seq: row.seq!, live: row.live!, value: row.text1 });
+    const input = { requests, ts: now, now, idempotencyTtlMs: this.options.idempotencyTtlMs, state, answers: new Map() };
+    // Offsets relative to the head at commit, which only the database knows.
+    const relative = planGroup({ ...input, head: 0 });
+    // Only refusals: decided on a committed state read after the requests arrived.
+    if (relative.records.length === 0) return relative.results;
+    const r = relative.records;
+    const rows = [...relative.state.entries()];
+    const { rows: appended } = await this.pool.query<{ base: number }>(APPEND_SQL, [
+      keys,
+      keys.map((key) => state.get(key)?.seq ?? null),
+      keys.map((key) => state.get(key)?.live ?? null),
+      r.map((x) => x.key),
+      r.map((x) => x.op),
+      r.map((x) => x.value),
+      rows.map(([key]) => key),
+      rows.map(([, row]) => row.seq),
+      rows.map(([, row]) => row.live),
+      relative.newKeys,
+      relative.liveDelta,
+      relative.superseded,
+      now,
+      this.node,
+    ]);
+    if (appended.length === 0) return null;
+    const base = appended[0]!.base;
+    // The same inputs give the same decisions: this only puts the real offsets in the answers.
+    const plan = planGroup({ ...input, head: base });
+    this.learn({ head: base }, true);
+    this.learn({ head: plan.head }, false);
+    return plan.results;
+  }
+
+  private async commitLocked(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
@@ -221,7 +285,7 @@ export class PgStore implements LogStore {
         state,
         answers,
       });
-      const write = writeStatement(plan, ts);
+      const write = writeStatement(plan, ts, this.node);
       if (write) await client.query(write.text, write.values);
       await client.query('COMMIT');
       this.learn({ head: meta.head, horizon: meta.horizon }, true);
@@ -299,7 +363,7 @@ export class PgStore implements LogStore {
  * counters, then NOTIFY with the new head (delivered only if the transaction commits).
  * Null when the group wrote nothing at all.
  */
-function writeStatement(plan: GroupPlan, ts: number): { text: string; values: unknown[] } | null {
+function writeStatement(plan: GroupPlan, ts: number, node: string): { text: string; values: unknown[] } | null {
   const p = new Params();
   const parts: string[] = [];
   if (plan.records.length > 0) {
@@ -330,6 +394,7 @@ function writeStatement(plan: GroupPlan, ts: number): { text: string; values: un
       ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, answer = excluded.answer, expires_at = excluded.expires_at)`);
   }
   if (parts.length === 0) return null;
-  const tail = plan.records.length > 0 ? `SELECT pg_notify('${CHANGES_CHANNEL}', head::text) FROM m` : 'SELECT 1';
+  const tail =
+    plan.records.length > 0 ? `SELECT pg_notify('${CHANGES_CHANNEL}', head::text || ' ' || ${p.add(node, '::text')}) FROM m` : 'SELECT 1';
   return { text: `WITH ${parts.join(',\n')}\n${tail}`, values: p.values };
 }

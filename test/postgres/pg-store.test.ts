@@ -58,7 +58,10 @@ describe('migrations', () => {
     await Promise.all([f.open(), f.open(), f.open()]);
     const client = await f.connect();
     const { rows } = await client.query('SELECT version, name FROM schema_migrations');
-    expect(rows).toEqual([{ version: 1, name: '001_log.sql' }]);
+    expect(rows).toEqual([
+      { version: 1, name: '001_log.sql' },
+      { version: 2, name: '002_append.sql' },
+    ]);
     const epochs = await client.query('SELECT epoch FROM meta');
     expect(epochs.rows).toHaveLength(1);
     expect(epochs.rows[0].epoch).toMatch(/^[0-9a-f]{32}$/);
@@ -198,6 +201,25 @@ describe('snapshots', () => {
     for (let page = await snapshot.nextPage(6); page.length > 0; page = await snapshot.nextPage(6)) seen.push(...page);
     snapshot.close();
     expect(seen).toEqual(before.entries);
+  });
+});
+
+describe('group commit on PostgreSQL', () => {
+  it('plans from an unlocked read and falls back to the lock when a key it read changed, losing no increment', async () => {
+    f = await fixture();
+    const a = await f.open();
+    const b = await f.open();
+    const incr = { op: 'incr' as const, key: 'n', by: 1 };
+    await Promise.all(
+      [a, b].map(async (store) => {
+        for (let i = 0; i < 100; i++) expect((await write(store, [incr, set(`other${i}`, i)])).ok).toBe(true);
+      }),
+    );
+    expect((await a.get('n'))?.value).toBe('200');
+    expect(a.conflicts + b.conflicts).toBeGreaterThan(0);
+    expect(await a.counters()).toMatchObject({ head: 400, records: 400, liveKeys: 101, tombstones: 0 });
+    const offsets = (await allRecords(a)).map((r) => r.offset);
+    expect(offsets).toEqual(Array.from({ length: 400 }, (_, i) => i + 1));
   });
 });
 
