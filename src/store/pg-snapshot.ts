@@ -6,6 +6,9 @@ import type pg from 'pg';
 import type { SnapshotReader, StoredEntry } from './log-store.js';
 import { prefixUpperBound, SNAPSHOT_CURSOR_SQL } from './pg-sql.js';
 
+/** Rows of a page's first FETCH when its size is bounded, before value sizes are known. */
+const FIRST_FETCH = 8;
+
 interface EntryRow {
   key: string;
   value: string;
@@ -42,11 +45,34 @@ export class PgSnapshot implements SnapshotReader {
     }
   }
 
-  async nextPage(max: number): Promise<StoredEntry[]> {
+  /**
+   * The next live keys, at most `max`. With `maxChars` (the changes branch's addition to
+   * SnapshotReader) the page stops once its keys and values hold that many characters;
+   * the cursor is then read in FETCHes sized from the values seen so far, so a page of
+   * large values is not pulled whole (it may end a few rows past the bound).
+   */
+  async nextPage(max: number, maxChars?: number): Promise<StoredEntry[]> {
     if (this.closed) throw new Error('the snapshot is closed');
-    const count = Math.max(1, Math.floor(max));
-    const { rows } = await this.client.query<EntryRow>(`FETCH FORWARD ${count} FROM snapshot`);
-    return rows.map((row) => ({ key: row.key, value: row.value, offset: row.seq, ts: row.ts }));
+    const limit = Math.max(1, Math.floor(max));
+    const page: StoredEntry[] = [];
+    let chars = 0;
+    while (page.length < limit && (maxChars === undefined || chars < maxChars)) {
+      let count = limit - page.length;
+      if (maxChars !== undefined && page.length > 0) {
+        const perRow = chars / page.length;
+        count = Math.max(1, Math.min(count, Math.floor((maxChars - chars) / perRow)));
+      } else if (maxChars !== undefined) {
+        count = Math.min(count, FIRST_FETCH);
+      }
+      const { rows } = await this.client.query<EntryRow>(`FETCH FORWARD ${count} FROM snapshot`);
+      // Every fetched row is kept: the cursor has moved past it.
+      for (const row of rows) {
+        page.push({ key: row.key, value: row.value, offset: row.seq, ts: row.ts });
+        chars += row.key.length + row.value.length;
+      }
+      if (rows.length < count) break;
+    }
+    return page;
   }
 
   close(): void {

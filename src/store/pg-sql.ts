@@ -63,13 +63,25 @@ export const LIST_SQL = `
     ORDER BY s.key LIMIT $4
   ) e ON true ORDER BY e.key`;
 
-/** Records after $1 with prefix range [$2, $3), at most $4, with head and horizon, in one snapshot. */
+/**
+ * Records after $1 with prefix range [$2, $3), at most $4, with head and horizon, in one
+ * snapshot. With $5 set, the page also ends at the record whose key and value bring its
+ * size to $5 bytes (octet_length reads a stored value's size without fetching it), so
+ * large values cannot make a page unbounded; `taken` counts the records before that cut.
+ */
 export const CHANGES_SQL = `
   WITH m AS (SELECT head, horizon FROM meta WHERE id = 1)
-  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts FROM m LEFT JOIN LATERAL (
-    SELECT seq, key, op, value, ts FROM log
-    WHERE seq > $1 AND key >= $2 AND ($3::text IS NULL OR key < $3)
-    ORDER BY seq LIMIT $4
+  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken FROM m LEFT JOIN LATERAL (
+    SELECT * FROM (
+      SELECT l.*, count(*) OVER () AS taken,
+        sum(octet_length(l.key) + coalesce(octet_length(l.value), 0)) OVER (ORDER BY l.seq)
+          - (octet_length(l.key) + coalesce(octet_length(l.value), 0)) AS before
+      FROM (
+        SELECT seq, key, op, value, ts FROM log
+        WHERE seq > $1 AND key >= $2 AND ($3::text IS NULL OR key < $3)
+        ORDER BY seq LIMIT $4
+      ) l
+    ) c WHERE $5::bigint IS NULL OR c.before < $5
   ) r ON true ORDER BY r.seq`;
 
 /** The live keys of a prefix range [$1, $2) in byte order, for a snapshot's cursor. */

@@ -21,7 +21,6 @@ import type {
   ListQuery,
   LogPosition,
   LogStore,
-  SnapshotReader,
   StoreCounters,
   StoredEntry,
   StoredRecord,
@@ -184,11 +183,20 @@ export class PgStore implements LogStore {
     return { items, head };
   }
 
-  async readChanges(query: ChangesQuery): Promise<ChangesPage> {
-    const { rows } = await this.pool.query<{ head: number; horizon: number } & Partial<{ seq: number; key: string; op: 'set' | 'delete'; value: string | null; ts: number }>>(
-      CHANGES_SQL,
-      [query.after, query.prefix, prefixUpperBound(query.prefix), query.limit],
-    );
+  /**
+   * `maxChars` and `full` are those the changes branch adds to ChangesQuery and
+   * ChangesPage: a page also stops once its keys and values hold that much, and `full`
+   * says that it stopped at `limit` or there (more records may follow).
+   */
+  async readChanges(query: ChangesQuery & { maxChars?: number }): Promise<ChangesPage & { full: boolean }> {
+    type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
+      query.after,
+      query.prefix,
+      prefixUpperBound(query.prefix),
+      query.limit,
+      query.maxChars ?? null,
+    ]);
     const { head, horizon } = rows[0]!;
     this.learn({ head, horizon }, true);
     const records: StoredRecord[] = [];
@@ -196,10 +204,11 @@ export class PgStore implements LogStore {
       if (row.seq === null || row.seq === undefined) continue;
       records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
     }
-    return { records, head, horizon };
+    const taken = rows[0]!.taken ?? 0;
+    return { records, head, horizon, full: records.length === query.limit || records.length < taken };
   }
 
-  async openSnapshot(prefix: string): Promise<SnapshotReader> {
+  async openSnapshot(prefix: string): Promise<PgSnapshot> {
     if (this.closed) throw new Error('the store is closed');
     const snapshot = await PgSnapshot.open(this.snapshotPool, prefix, (closed) => this.snapshots.delete(closed));
     this.snapshots.add(snapshot);

@@ -223,6 +223,41 @@ describe('group commit on PostgreSQL', () => {
   });
 });
 
+describe('bounded pages (the changes branch adds maxChars and full)', () => {
+  it('end a changes page at limit or at the size bound, at least one record, and say it is full', async () => {
+    f = await fixture();
+    const store = await f.open();
+    const big = 'x'.repeat(1000);
+    await write(store, [set('a', big), set('b', big), set('c', big), set('d', 1)]);
+    const read = (limit: number, maxChars?: number) => store.readChanges({ after: 0, prefix: '', limit, ...(maxChars ? { maxChars } : {}) });
+    const bySize = await read(100, 2000);
+    expect(bySize.records.map((r) => r.key)).toEqual(['a', 'b']);
+    expect(bySize.full).toBe(true);
+    expect((await read(100, 10)).records.map((r) => r.key)).toEqual(['a']);
+    const byLimit = await read(2);
+    expect([byLimit.records.length, byLimit.full]).toEqual([2, true]);
+    const all = await read(100, 1_000_000);
+    expect([all.records.length, all.full, all.head]).toEqual([4, false, 4]);
+    const empty = await store.readChanges({ after: 4, prefix: '', limit: 10, maxChars: 10 });
+    expect([empty.records, empty.full, empty.head]).toEqual([[], false, 4]);
+  });
+
+  it('end a snapshot page near the size bound without losing a key', async () => {
+    f = await fixture();
+    const store = await f.open();
+    const big = 'y'.repeat(1000);
+    await write(store, Array.from({ length: 40 }, (_, i) => set(`k${String(i).padStart(2, '0')}`, i % 10 === 0 ? big : i)));
+    const snapshot = await store.openSnapshot('');
+    const pages: string[][] = [];
+    for (let page = await snapshot.nextPage(100, 1500); page.length > 0; page = await snapshot.nextPage(100, 1500)) {
+      pages.push(page.map((e) => e.key));
+    }
+    snapshot.close();
+    expect(pages.flat()).toEqual(Array.from({ length: 40 }, (_, i) => `k${String(i).padStart(2, '0')}`));
+    expect(pages.length).toBeGreaterThan(1);
+  });
+});
+
 describe('idempotency purge', () => {
   it('forgets expired answers only', async () => {
     f = await fixture();
