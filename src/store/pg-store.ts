@@ -97,18 +97,34 @@ export class PgStore implements LogStore {
       application_name: 'statelog',
       keepAlive: true,
       connectionTimeoutMillis: 10_000,
+    };
+    const settings = [
+      // A node that vanishes without closing its connections (a cut network) would keep
+      // its session, and a compaction run's advisory lock with it, for hours of TCP
+      // timeouts: the server probes an idle peer after 10 s and drops it 15 s later.
+      'tcp_keepalives_idle=10',
+      'tcp_keepalives_interval=5',
+      'tcp_keepalives_count=3',
       // STATELOG_SYNC=normal: a commit is acknowledged before its WAL is flushed; a crash
       // of the database server (not of statelog) may lose the last moments of writes.
-      ...(options.sync === 'normal' ? { options: '-c synchronous_commit=off' } : {}),
-    };
-    this.pool = new pg.Pool({ ...client, max: options.poolSize, idleTimeoutMillis: 30_000 });
-    this.snapshotPool = new pg.Pool({ ...client, max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
+      ...(options.sync === 'normal' ? ['synchronous_commit=off'] : []),
+    ];
+    const pgOptions = (more: string[]) => [...settings, ...more].map((setting) => `-c ${setting}`).join(' ');
+    this.pool = new pg.Pool({
+      ...client,
+      // The meta row is every writer's lock: a node stalled inside a write transaction
+      // must not hold it. Only snapshots (their own pool) stay in a transaction for long.
+      options: pgOptions(['idle_in_transaction_session_timeout=10000']),
+      max: options.poolSize,
+      idleTimeoutMillis: 30_000,
+    });
+    this.snapshotPool = new pg.Pool({ ...client, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
     // An idle pooled connection that breaks must not take the process down.
     this.pool.on('error', (err) => this.reportError(err));
     this.snapshotPool.on('error', (err) => this.reportError(err));
     this.watch = new HeadWatch({
       node: this.node,
-      client,
+      client: { ...client, options: pgOptions([]) },
       read: async () => (await this.pool.query<{ head: number; horizon: number }>('SELECT head, horizon FROM meta WHERE id = 1')).rows[0]!,
       learn: (position) => this.learn(position, true),
       onError: (err) => this.reportError(err),

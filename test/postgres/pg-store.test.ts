@@ -3,6 +3,7 @@
 // on one node at a time.
 import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PgStore } from '../../src/store/pg-store.js';
 import { PG_MIGRATIONS_DIR } from '../../src/store/pg-migrations.js';
@@ -255,6 +256,22 @@ describe('bounded pages (the changes branch adds maxChars and full)', () => {
     snapshot.close();
     expect(pages.flat()).toEqual(Array.from({ length: 40 }, (_, i) => `k${String(i).padStart(2, '0')}`));
     expect(pages.length).toBeGreaterThan(1);
+  });
+});
+
+describe('session settings', () => {
+  it('end a stalled write transaction, keep snapshots, and follow STATELOG_SYNC', async () => {
+    f = await fixture();
+    const store = await f.open({ sync: 'normal' });
+    // The pools are private: their sessions' settings are what is checked here.
+    const { pool, snapshotPool } = store as unknown as Record<'pool' | 'snapshotPool', pg.Pool>;
+    const show = async (target: pg.Pool, name: string) => (await target.query(`SHOW ${name}`)).rows[0][name];
+    expect(await show(pool, 'idle_in_transaction_session_timeout')).toBe('10s');
+    expect(await show(snapshotPool, 'idle_in_transaction_session_timeout')).toBe('0');
+    expect(await show(pool, 'synchronous_commit')).toBe('off');
+    expect(await show(pool, 'tcp_keepalives_idle')).toBe('10');
+    const full = await f.open({ sync: 'full' });
+    expect(await show((full as unknown as { pool: pg.Pool }).pool, 'synchronous_commit')).toBe('on');
   });
 });
 
