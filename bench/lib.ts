@@ -92,6 +92,29 @@ export async function load(options: autocannon.Options): Promise<LoadResult> {
   };
 }
 
+/** Keys the PUT load spreads over. */
+export const PUT_KEYS = 10_000;
+
+/** Durable PUTs of a small object to random keys, with `connections` in flight. */
+export function durablePuts(url: string, connections: number, seconds: number): Promise<LoadResult> {
+  return load({
+    url,
+    connections,
+    duration: seconds,
+    requests: [
+      {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        setupRequest: (req) => ({
+          ...req,
+          path: `/v1/keys/user_${Math.floor(Math.random() * PUT_KEYS)}`,
+          body: `{"value":{"balance":${Math.floor(Math.random() * 1e6)},"currency":"EUR"}}`,
+        }),
+      },
+    ],
+  });
+}
+
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);

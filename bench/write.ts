@@ -1,31 +1,12 @@
 // Durable PUT throughput and latency against a bare fastify route that only parses and
 // validates the same body, measured alternately in one run (the machine is noisy).
 //   npm run bench:write [-- --connections 50 --seconds 5 --rounds 3]
-import { flag, load, median, saveResult, startNode, startStatelog, summary, type LoadResult } from './lib.js';
+import { durablePuts, flag, median, PUT_KEYS, saveResult, startNode, startStatelog, summary, type LoadResult } from './lib.js';
 
 const connections = flag('connections', 50);
 const seconds = flag('seconds', 5);
 const rounds = flag('rounds', 3);
-const KEYS = 10_000;
-
-function putLoad(url: string): Promise<LoadResult> {
-  return load({
-    url,
-    connections,
-    duration: seconds,
-    requests: [
-      {
-        method: 'PUT',
-        headers: { 'content-type': 'application/json' },
-        setupRequest: (req) => ({
-          ...req,
-          path: `/v1/keys/user_${Math.floor(Math.random() * KEYS)}`,
-          body: `{"value":{"balance":${Math.floor(Math.random() * 1e6)},"currency":"EUR"}}`,
-        }),
-      },
-    ],
-  });
-}
+const putLoad = (url: string) => durablePuts(url, connections, seconds);
 
 const statelog = await startStatelog({ STATELOG_SYNC: 'full' });
 const bare = await startNode('bench/bare-server.ts', {});
@@ -49,7 +30,7 @@ try {
 const rpsRatios = runs.map((r) => r.statelog.rps / r.bare.rps);
 const p99Ratios = runs.map((r) => r.statelog.p99 / Math.max(r.bare.p99, 1));
 const result = {
-  settings: { connections, seconds, rounds, keys: KEYS, sync: 'full' },
+  settings: { connections, seconds, rounds, keys: PUT_KEYS, sync: 'full' },
   statelog: {
     rps: summary(runs.map((r) => r.statelog.rps)),
     p50: summary(runs.map((r) => r.statelog.p50)),

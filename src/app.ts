@@ -30,7 +30,7 @@ import { recordRoutes } from './routes/records.js';
 import { snapshotRoutes } from './routes/snapshot.js';
 import type { AppServices, Lifecycle } from './services.js';
 import { SnapshotSlots } from './snapshot-slots.js';
-import { SqliteStore } from './store/sqlite-store.js';
+import { openStore } from './store/open-store.js';
 import { WriteBatcher } from './write-batcher.js';
 
 /** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
@@ -110,7 +110,7 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
 }
 
 export async function buildApp(config: Config): Promise<App> {
-  const store = new SqliteStore({ path: config.dbPath, sync: config.sync, idempotencyTtlMs: config.idempotencyTtlMs });
+  const store = await openStore(config);
   const notifier = new ChangeNotifier();
   notifier.publish(store.position().head);
   const metrics = new Metrics(store);
@@ -166,6 +166,12 @@ export async function buildApp(config: Config): Promise<App> {
       return errorHandler(new ApiError(code, message), req, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // Commits of other nodes sharing the database wake this node's readers too.
+  const unwatch = store.watchHead(
+    (head) => notifier.publish(head),
+    (err) => app.log.warn({ err }, 'watching the database for other nodes\' commits was interrupted; it resumes by itself'),
+  );
 
   app.setValidatorCompiler(validatorCompiler());
   app.setErrorHandler(errorHandler);
@@ -242,6 +248,7 @@ export async function buildApp(config: Config): Promise<App> {
     clearInterval(purge);
     // Shutdown already stopped it; this waits for a run in progress to end at a step boundary.
     await compactor.stop();
+    unwatch();
     await batcher.drain();
     await store.close();
   });

@@ -2,12 +2,19 @@
 // passed around as this typed object. Nothing else reads process.env.
 
 export type SyncMode = 'full' | 'normal';
+export type StoreKind = 'sqlite' | 'postgres';
 export type Role = 'read' | 'write' | 'admin';
 
 export interface Config {
   port: number;
   host: string;
+  /** Which database holds the log: the embedded SQLite file, or a shared PostgreSQL. */
+  store: StoreKind;
   dbPath: string;
+  /** PostgreSQL connection URL; set whenever `store` is postgres, null otherwise. */
+  databaseUrl: string | null;
+  /** Connections each node keeps for reads and writes (snapshots have their own). */
+  pgPoolSize: number;
   sync: SyncMode;
   compactIntervalMs: number;
   minDirtyRatio: number;
@@ -93,11 +100,35 @@ function parseTokens(env: Env): Map<string, Role> | null {
   return tokens;
 }
 
+/**
+ * DATABASE_URL: required for PostgreSQL, a postgres:// or postgresql:// URL. The value is
+ * never echoed, as it may hold a password.
+ */
+function databaseUrl(env: Env, store: StoreKind): string | null {
+  const text = raw(env, 'DATABASE_URL');
+  if (store !== 'postgres') return null;
+  if (text === undefined) throw new ConfigError('DATABASE_URL', 'required when STATELOG_STORE=postgres');
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError('DATABASE_URL', 'is not a URL; expected postgres://user:password@host:5432/database');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new ConfigError('DATABASE_URL', `expected a postgres:// or postgresql:// URL, got a ${url.protocol}// one`);
+  }
+  return text;
+}
+
 export function loadConfig(env: Env = process.env): Config {
+  const store = oneOf(env, 'STATELOG_STORE', ['sqlite', 'postgres'], 'sqlite');
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: raw(env, 'HOST') ?? '127.0.0.1',
+    store,
     dbPath: raw(env, 'STATELOG_DB') ?? './data/statelog.db',
+    databaseUrl: databaseUrl(env, store),
+    pgPoolSize: integer(env, 'STATELOG_PG_POOL_SIZE', 10, 1, 1000),
     sync: oneOf(env, 'STATELOG_SYNC', ['full', 'normal'], 'full'),
     compactIntervalMs: integer(env, 'STATELOG_COMPACT_INTERVAL_MS', 60_000, 0),
     minDirtyRatio: ratio(env, 'STATELOG_MIN_DIRTY_RATIO', 0.5),

@@ -2,6 +2,7 @@
 import closeWithGrace from 'close-with-grace';
 import { buildApp, type App } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { describeStore } from './store/open-store.js';
 
 function fail(message: string): never {
   process.stderr.write(`statelog: ${message}\n`);
@@ -21,7 +22,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
   try {
     app = await buildApp(config);
   } catch (err) {
-    fail(`cannot open the database ${config.dbPath}: ${err instanceof Error ? err.message : String(err)}`);
+    fail(`cannot open the database ${describeStore(config)}: ${err instanceof Error ? err.message : String(err)}`);
   }
 
   if (!config.tokens) app.log.warn('STATELOG_TOKENS is not set: every route is open to anyone who can connect');

@@ -40,6 +40,8 @@ describe('loadConfig', () => {
     ['STATELOG_TOKENS', 'read:'],
     ['STATELOG_TOKENS', 'read:a,write:a'],
     ['LOG_LEVEL', 'verbose'],
+    ['STATELOG_STORE', 'mysql'],
+    ['STATELOG_PG_POOL_SIZE', '0'],
   ])('refuses %s=%s naming the variable', (name, value) => {
     let error: unknown;
     try {
@@ -59,5 +61,52 @@ describe('loadConfig', () => {
     } catch (err) {
       expect((err as Error).message).not.toContain('secret');
     }
+  });
+});
+
+describe('the PostgreSQL store settings', () => {
+  const refusal = (env: Record<string, string>): ConfigError => {
+    try {
+      loadConfig(env);
+    } catch (err) {
+      if (err instanceof ConfigError) return err;
+      throw err;
+    }
+    throw new Error('the settings were accepted');
+  };
+
+  it('reads STATELOG_STORE, DATABASE_URL and the pool size', () => {
+    const config = loadConfig({
+      STATELOG_STORE: 'postgres',
+      DATABASE_URL: 'postgresql://statelog:pw@db.internal:5432/statelog?sslmode=require',
+      STATELOG_PG_POOL_SIZE: '20',
+    });
+    expect(config).toMatchObject({
+      store: 'postgres',
+      databaseUrl: 'postgresql://statelog:pw@db.internal:5432/statelog?sslmode=require',
+      pgPoolSize: 20,
+    });
+    expect(loadConfig({ STATELOG_STORE: 'postgres', DATABASE_URL: 'postgres://127.0.0.1/x' }).databaseUrl).toBe(
+      'postgres://127.0.0.1/x',
+    );
+  });
+
+  it('needs DATABASE_URL for postgres, and ignores it for sqlite', () => {
+    const err = refusal({ STATELOG_STORE: 'postgres' });
+    expect(err.variable).toBe('DATABASE_URL');
+    expect(err.message).toBe('DATABASE_URL: required when STATELOG_STORE=postgres');
+    expect(loadConfig({ DATABASE_URL: 'not even a url' })).toMatchObject({ store: 'sqlite', databaseUrl: null });
+  });
+
+  it.each([
+    ['not a url at all', 'is not a URL'],
+    ['mysql://root:hunter2@127.0.0.1/db', 'got a mysql:// one'],
+    ['http://user:hunter2@127.0.0.1/db', 'got a http:// one'],
+  ])('refuses DATABASE_URL=%s in one line, without echoing it', (url, detail) => {
+    const err = refusal({ STATELOG_STORE: 'postgres', DATABASE_URL: url });
+    expect(err.variable).toBe('DATABASE_URL');
+    expect(err.message).toContain(detail);
+    expect(err.message).not.toContain('hunter2');
+    expect(err.message.split('\n')).toHaveLength(1);
   });
 });

@@ -1,16 +1,18 @@
 // Durability: every write answered 200 survives a SIGKILL of the server the instant after.
 import { existsSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from './helpers.js';
-import { startServer, type ListeningServer } from './support/child-server.js';
+import { tempDir, testStore, type TestStore } from './helpers.js';
+import { spawnServer, type UrlServer } from './support/child-server.js';
 
 let dir: string;
-let servers: ListeningServer[] = [];
-afterEach(() => {
+let store: TestStore | undefined;
+let servers: UrlServer[] = [];
+afterEach(async () => {
   for (const server of servers) server.proc.kill('SIGKILL');
   servers = [];
   if (dir && existsSync(dir)) rmSync(dir, { recursive: true, force: true });
+  await store?.drop();
+  store = undefined;
 });
 
 interface Acked {
@@ -19,17 +21,17 @@ interface Acked {
   offset: number;
 }
 
-async function start(dbPath: string) {
-  const server = await startServer({ STATELOG_DB: dbPath, STATELOG_SYNC: 'full' });
+async function start(env: Record<string, string>) {
+  const server = await spawnServer({ ...env, STATELOG_SYNC: 'full' });
   servers.push(server);
-  return { ...server, url: `http://127.0.0.1:${server.port}` };
+  return server;
 }
 
 describe('crash safety', () => {
   it('keeps every acknowledged write after kill -9 under 8 concurrent writers', async () => {
     dir = tempDir();
-    const dbPath = join(dir, 'crash.db');
-    const server = await start(dbPath);
+    store = await testStore(dir, 'crash.db');
+    const server = await start(store.env);
 
     const acked: Acked[] = [];
     let stop = false;
@@ -56,7 +58,7 @@ describe('crash safety', () => {
     expect((await server.exited).signal).toBe('SIGKILL');
     expect(acked.length).toBeGreaterThan(100);
 
-    const restarted = await start(dbPath);
+    const restarted = await start(store.env);
     for (const write of acked) {
       const res = await fetch(`${restarted.url}/v1/keys/${encodeURIComponent(write.key)}`);
       expect(res.status, write.key).toBe(200);

@@ -207,6 +207,20 @@ describe('GET /v1/keys', () => {
     expect(await byPrefix('zzz')).toEqual([]);
   });
 
+  it('orders by UTF-8 bytes where UTF-16 order differs, and bounds prefixes at the highest code points', async () => {
+    // U+FFFF (EF BF BF) sorts before U+1F600 (F0 ...) in bytes, after it in UTF-16 units.
+    const keys = ['\uffff', '\u{1f600}', '\u{10ffff}', '\u{10ffff}a', 'a\ud7ff', 'a\ud7ffz', 'a\ue000', 'b'];
+    for (const key of keys) await put(key, key);
+    const listed = (await t.http.get('/v1/keys')).body.items.map((i: { key: string }) => i.key);
+    expect(listed).toEqual([...keys].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))));
+    expect(listed.indexOf('\uffff')).toBeLessThan(listed.indexOf('\u{1f600}'));
+    const byPrefix = async (prefix: string) =>
+      (await t.http.get('/v1/keys').query({ prefix })).body.items.map((i: { key: string }) => i.key);
+    expect(await byPrefix('\u{10ffff}')).toEqual(['\u{10ffff}', '\u{10ffff}a']);
+    expect(await byPrefix('a\ud7ff')).toEqual(['a\ud7ff', 'a\ud7ffz']);
+    expect(await byPrefix('\uffff')).toEqual(['\uffff']);
+  });
+
   it('defaults to 100 items and caps limit at 1000', async () => {
     for (let i = 0; i < 120; i++) await put(`k${i}`, i);
     const first = await t.http.get('/v1/keys');

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tempDir } from './helpers.js';
-import { runServer } from './support/child-server.js';
+import { runServerExpectingExit } from './support/child-server.js';
 import { MigrationError, migrate, SQLITE_MIGRATIONS_DIR } from '../src/store/sqlite-migrations.js';
 
 let dir: string;
@@ -23,9 +23,7 @@ describe('start-up', () => {
   ])('refuses %s=%s with one line naming it, exit 1, nothing written', async (name, value) => {
     dir = tempDir();
     const dbPath = join(dir, 'sub', 'never.db');
-    const child = runServer({ STATELOG_DB: dbPath, [name]: value });
-    const { code } = await child.exited;
-    const [stderr, stdout] = [child.stderr(), child.stdout()];
+    const { code, stderr, stdout } = await runServerExpectingExit({ STATELOG_DB: dbPath, [name]: value });
     expect(code).toBe(1);
     const lines = stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
@@ -53,9 +51,7 @@ describe('start-up', () => {
     dir = tempDir();
     const dbPath = join(dir, 'garbage.db');
     writeFileSync(dbPath, 'this is not a database'.repeat(100));
-    const child = runServer({ STATELOG_DB: dbPath });
-    const { code } = await child.exited;
-    const stderr = child.stderr();
+    const { code, stderr } = await runServerExpectingExit({ STATELOG_DB: dbPath });
     expect(code).toBe(1);
     expect(stderr).toMatch(/cannot open the database/);
   });

@@ -208,7 +208,19 @@ export interface CompactionBacklog {
 export interface LogStore {
   /** The database's epoch: offsets are comparable only within one. */
   readonly epoch: string;
+  /**
+   * Head, horizon and epoch without a round trip. When several processes share the
+   * database (PostgreSQL), the latest this process has learnt: it may lag another
+   * node's commit by the time a notification takes, so answers that must be exact read
+   * the head with their rows (readChanges, list).
+   */
   position(): LogPosition;
+  /**
+   * Calls `onHead` with the new head when another process sharing the database commits,
+   * and `onError` when watching is interrupted (it resumes by itself). Returns a function
+   * that stops the calls. A store whose process is the only writer never calls them.
+   */
+  watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void;
   get(key: string): Promise<StoredEntry | null>;
   list(query: ListQuery): Promise<ListPage>;
   /**

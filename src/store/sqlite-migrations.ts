@@ -1,38 +1,13 @@
 // Applies the numbered SQL files in migrations/sqlite/ in order, each in its own
 // transaction, and records them. Any failure throws: start-up must stop loudly.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
+import { listMigrations, MigrationError } from './migration-files.js';
+
+export { listMigrations, MigrationError };
 
 export const SQLITE_MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/sqlite/', import.meta.url));
-
-export class MigrationError extends Error {
-  constructor(file: string, cause: unknown) {
-    super(`migration ${file} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
-    this.name = 'MigrationError';
-  }
-}
-
-interface MigrationFile {
-  version: number;
-  file: string;
-}
-
-export function listMigrations(dir: string): MigrationFile[] {
-  const files = readdirSync(dir).filter((name) => name.endsWith('.sql'));
-  const migrations = files.map((file) => {
-    const match = /^(\d+)_[\w-]+\.sql$/.exec(file);
-    if (!match) throw new MigrationError(file, new Error('name must look like 001_name.sql'));
-    return { version: Number(match[1]), file };
-  });
-  migrations.sort((a, b) => a.version - b.version);
-  for (let i = 1; i < migrations.length; i++) {
-    if (migrations[i]!.version === migrations[i - 1]!.version) {
-      throw new MigrationError(migrations[i]!.file, new Error('duplicate version number'));
-    }
-  }
-  return migrations;
-}
 
 /** Returns the versions it applied. */
 export function migrate(db: Database.Database, dir = SQLITE_MIGRATIONS_DIR): number[] {

@@ -8,6 +8,7 @@ import type { SyncMode } from '../config.js';
 import { SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
+import { checkCondition, incremented, Refusal } from './write-rules.js';
 import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound, takePage } from './sqlite-sql.js';
 import type {
   AppliedOp,
@@ -26,7 +27,6 @@ import type {
   StoreCounters,
   StoredEntry,
   StoredRecord,
-  WriteFailure,
   WriteOp,
   WriteRequest,
   WriteResult,
@@ -53,13 +53,6 @@ interface Meta {
 interface StateRow {
   seq: number;
   live: 0 | 1;
-}
-
-/** Thrown inside a request's savepoint to roll back just that request. */
-class Refusal extends Error {
-  constructor(readonly failure: WriteFailure) {
-    super(failure.code);
-  }
 }
 
 export function openDatabase(path: string, sync: SyncMode): Database.Database {
@@ -147,6 +140,11 @@ export class SqliteStore implements LogStore {
 
   position(): LogPosition {
     return { head: this.meta.head, horizon: this.meta.horizon, epoch: this.meta.epoch };
+  }
+
+  watchHead(): () => void {
+    // This process is the file's only writer: every commit goes through its own batcher.
+    return () => {};
   }
 
   async get(key: string): Promise<StoredEntry | null> {
@@ -256,13 +254,7 @@ export class SqliteStore implements LogStore {
   private applyOp(op: WriteOp, index: number, ts: number): AppliedOp {
     const current = this.sql.stateOf.get(op.key) as StateRow | undefined;
     const liveOffset = current?.live ? current.seq : null;
-    if (
-      (op.ifOffset !== undefined && liveOffset !== op.ifOffset) ||
-      (op.ifAbsent && liveOffset !== null) ||
-      (op.ifLive && liveOffset === null)
-    ) {
-      throw new Refusal({ code: 'precondition_failed', index, currentOffset: liveOffset });
-    }
+    checkCondition(op, liveOffset, index);
 
     switch (op.op) {
       case 'set':
@@ -271,9 +263,7 @@ export class SqliteStore implements LogStore {
         if (liveOffset === null) throw new Refusal({ code: 'not_found', index });
         return { key: op.key, offset: this.append(op.key, null, ts, current) };
       case 'incr': {
-        const base = liveOffset === null ? 0 : (JSON.parse(this.sql.valueAt.get(liveOffset) as string) as unknown);
-        const sum = typeof base === 'number' ? base + op.by : NaN;
-        if (!(Math.abs(sum) <= Number.MAX_SAFE_INTEGER)) throw new Refusal({ code: 'not_a_number', index });
+        const sum = incremented(op.by, liveOffset === null ? null : (this.sql.valueAt.get(liveOffset) as string), index);
         return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), ts, current), value: sum };
       }
     }

@@ -73,3 +73,18 @@ export async function startServer(env: Record<string, string>, timeoutMs = 20_00
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
+
+export type UrlServer = ListeningServer & { url: string };
+
+/** startServer, with the server's base URL. */
+export async function spawnServer(env: Record<string, string>): Promise<UrlServer> {
+  const server = await startServer(env);
+  return { ...server, url: `http://127.0.0.1:${server.port}` };
+}
+
+/** Runs a server that is expected to stop by itself (a refused start-up), with its output. */
+export async function runServerExpectingExit(env: Record<string, string>) {
+  const child = runServer(env);
+  const { code } = await child.exited;
+  return { code, stdout: child.stdout(), stderr: child.stderr() };
+}

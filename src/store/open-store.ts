@@ -1,0 +1,27 @@
+// Opens the store that the configuration names: the embedded SQLite file (default) or a
+// PostgreSQL database shared by several statelog nodes.
+import type { Config } from '../config.js';
+import type { LogStore } from './log-store.js';
+import { PgStore } from './pg-store.js';
+import { SqliteStore } from './sqlite-store.js';
+
+export async function openStore(config: Config): Promise<LogStore> {
+  if (config.store === 'postgres') {
+    return PgStore.open({
+      url: config.databaseUrl!,
+      poolSize: config.pgPoolSize,
+      snapshotPoolSize: config.maxSnapshots,
+      sync: config.sync,
+      idempotencyTtlMs: config.idempotencyTtlMs,
+    });
+  }
+  return new SqliteStore({ path: config.dbPath, sync: config.sync, idempotencyTtlMs: config.idempotencyTtlMs });
+}
+
+/** The database, for messages: a file path, or a URL without its password. */
+export function describeStore(config: Config): string {
+  if (config.store === 'sqlite') return config.dbPath;
+  const url = new URL(config.databaseUrl!);
+  if (url.password) url.password = '***';
+  return url.toString();
+}

@@ -1,0 +1,118 @@
+// SQL of the PostgreSQL store, and the connection settings every one of its clients uses.
+// Reads that return the head with their rows do so in ONE statement: under READ
+// COMMITTED a statement sees one snapshot, so the head matches the rows exactly.
+import pg from 'pg';
+
+/** int8 (offsets, times, counters) as numbers: every value stays below 2^53. */
+const INT8_OID = 20;
+export const pgTypes = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8_OID ? (text: string) => Number(text) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+/** The channel every node LISTENs on; the payload is '<new head> <committing node's id>'. */
+export const CHANGES_CHANNEL = 'statelog_changes';
+
+/**
+ * The exclusive upper bound of keys that start with `prefix`, in byte order, or null when
+ * there is none: the prefix with its last code point raised by one. UTF-8 preserves code
+ * point order, and COLLATE "C" compares bytes.
+ */
+export function prefixUpperBound(prefix: string): string | null {
+  const points = [...prefix].map((c) => c.codePointAt(0)!);
+  while (points.length > 0) {
+    const last = points.pop()!;
+    if (last < 0x10ffff) {
+      // Surrogate code points cannot be stored: the next one after U+D7FF is U+E000.
+      points.push(last === 0xd7ff ? 0xe000 : last + 1);
+      return String.fromCodePoint(...points);
+    }
+  }
+  return null;
+}
+
+/** Locks the counters row (every writer's first step) and reads it. A simple query: no parameters. */
+export const BEGIN_AND_LOCK_SQL = `BEGIN;
+  SELECT head, horizon, last_ts AS "lastTs" FROM meta WHERE id = 1 FOR UPDATE`;
+
+/**
+ * The state rows of keys $1, with the live value of those in $2 (keys the group
+ * increments), and the remembered answers of idempotency keys $3.
+ */
+export const GROUP_READ_SQL = `
+  SELECT 's' AS kind, s.key, s.seq, s.live, l.value AS text1, NULL::text AS text2, NULL::bigint AS "expiresAt"
+    FROM state s LEFT JOIN log l ON s.live AND s.key = ANY($2::text[]) AND l.seq = s.seq
+    WHERE s.key = ANY($1::text[])
+  UNION ALL
+  SELECT 'i', key, NULL, NULL, fingerprint, answer, expires_at FROM idempotency WHERE key = ANY($3::text[])`;
+
+/** See migrations/postgres/002_append.sql; no row back means a key it read had changed. */
+export const APPEND_SQL = `
+  SELECT out_base AS base FROM statelog_append($1::text[], $2::bigint[], $3::boolean[], $4::text[], $5::text[],
+    $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::bigint, $11::bigint, $12::boolean, $13::bigint, $14::text)`;
+
+export const GET_SQL = `
+  SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq WHERE s.key = $1 AND s.live`;
+
+/** Live keys with prefix range [$1, $3) after $2, at most $4, and the head, in one snapshot. */
+export const LIST_SQL = `
+  WITH m AS (SELECT head FROM meta WHERE id = 1)
+  SELECT m.head, e.key, e.value, e.seq, e.ts FROM m LEFT JOIN LATERAL (
+    SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq
+    WHERE s.live AND s.key >= $1 AND s.key > $2 AND ($3::text IS NULL OR s.key < $3)
+    ORDER BY s.key LIMIT $4
+  ) e ON true ORDER BY e.key`;
+
+/**
+ * Records after $1 with prefix range [$2, $3), at most $4, with head and horizon, in one
+ * snapshot. With $5 set, the page also ends at the record whose key and value bring its
+ * size to $5 bytes (octet_length reads a stored value's size without fetching it), so
+ * large values cannot make a page unbounded; `taken` counts the records before that cut.
+ */
+export const CHANGES_SQL = `
+  WITH m AS (SELECT head, horizon FROM meta WHERE id = 1)
+  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken FROM m LEFT JOIN LATERAL (
+    SELECT * FROM (
+      SELECT l.*, count(*) OVER () AS taken,
+        sum(octet_length(l.key) + coalesce(octet_length(l.value), 0)) OVER (ORDER BY l.seq)
+          - (octet_length(l.key) + coalesce(octet_length(l.value), 0)) AS before
+      FROM (
+        SELECT seq, key, op, value, ts FROM log
+        WHERE seq > $1 AND key >= $2 AND ($3::text IS NULL OR key < $3)
+        ORDER BY seq LIMIT $4
+      ) l
+    ) c WHERE $5::bigint IS NULL OR c.before < $5
+  ) r ON true ORDER BY r.seq`;
+
+/** The live keys of a prefix range [$1, $2) in byte order, for a snapshot's cursor. */
+export const SNAPSHOT_CURSOR_SQL = `
+  DECLARE snapshot NO SCROLL CURSOR FOR
+  SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq
+  WHERE s.live AND s.key >= $1 AND ($2::text IS NULL OR s.key < $2)
+  ORDER BY s.key`;
+
+export const COUNTERS_SQL = `
+  SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys",
+    pg_total_relation_size('log') + pg_total_relation_size('state')
+      + pg_total_relation_size('idempotency') + pg_total_relation_size('meta') AS "dbBytes"
+  FROM meta WHERE id = 1`;
+
+/**
+ * Forgets up to $2 expired answers. SKIP LOCKED: the purge never waits for a writer, so
+ * it can never deadlock with one that holds the counters and upserts answers.
+ */
+export const PURGE_SQL = `
+  WITH doomed AS (
+    SELECT key FROM idempotency WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+  )
+  DELETE FROM idempotency i USING doomed WHERE i.key = doomed.key`;
+
+/** Builds a statement's parameter list as it is written: each call returns `$n`. */
+export class Params {
+  readonly values: unknown[] = [];
+
+  add(value: unknown, cast = ''): string {
+    this.values.push(value);
+    return `$${this.values.length}${cast}`;
+  }
+}

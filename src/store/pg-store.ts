@@ -1,0 +1,423 @@
+// The PostgreSQL log store: several stateless statelog nodes share one database.
+//
+// Offsets are in commit order across nodes: every write transaction locks the one meta
+// row (FOR UPDATE) before it takes offsets head + 1... from it, so the transactions that
+// assign offsets commit one at a time and a reader that sees offset N has seen every
+// offset below N. (A sequence would not do: offset 11 could commit and be read before 10
+// commits, and a reader that moved past 11 would never see 10.)
+//
+// Each node keeps group commit: one transaction per group. The lock is the cluster's
+// bottleneck, so a group is planned from an unlocked read and written by one statement
+// (statelog_append) that holds the lock only inside the server; a group whose keys
+// changed meanwhile, or that carries idempotency keys, is applied under the lock from
+// the start instead (lock, read, write, commit: four round trips).
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type { SyncMode } from '../config.js';
+import { groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
+import type {
+  ChangesPage,
+  ChangesQuery,
+  ListQuery,
+  LogPosition,
+  LogStore,
+  StoreCounters,
+  StoredEntry,
+  StoredRecord,
+  WriteRequest,
+  WriteResult,
+  CompactionBacklog,
+  CompactionBudget,
+  CompactionPolicy,
+} from './log-store.js';
+import { PgCompactionPass } from './pg-compaction.js';
+import { HeadWatch } from './pg-head-watch.js';
+import { migratePostgres } from './pg-migrations.js';
+import { PgSnapshot } from './pg-snapshot.js';
+import {
+  APPEND_SQL,
+  BEGIN_AND_LOCK_SQL,
+  CHANGES_CHANNEL,
+  CHANGES_SQL,
+  COUNTERS_SQL,
+  GET_SQL,
+  GROUP_READ_SQL,
+  LIST_SQL,
+  Params,
+  PURGE_SQL,
+  pgTypes,
+  prefixUpperBound,
+} from './pg-sql.js';
+
+export interface PgStoreOptions {
+  url: string;
+  /** Connections for reads and writes. */
+  poolSize: number;
+  /** Connections for snapshots, each held while its snapshot streams. */
+  snapshotPoolSize: number;
+  /** full: the server's own synchronous_commit (on by default); normal: off for statelog's sessions. */
+  sync: SyncMode;
+  idempotencyTtlMs: number;
+  /** Period of the catch-up read of the head (default 1000). */
+  catchUpMs?: number;
+  migrationsDir?: string;
+}
+
+interface RowOfGroupRead {
+  kind: 's' | 'i';
+  key: string;
+  seq: number | null;
+  live: boolean | null;
+  text1: string | null;
+  text2: string | null;
+  expiresAt: number | null;
+}
+
+const PURGE_BATCH = 1000;
+
+export class PgStore implements LogStore {
+  private readonly pool: pg.Pool;
+  private readonly snapshotPool: pg.Pool;
+  private readonly watch: HeadWatch;
+  private readonly headWatchers = new Set<(head: number) => void>();
+  private readonly errorWatchers = new Set<(err: Error) => void>();
+  private readonly snapshots = new Set<PgSnapshot>();
+  private readonly passes = new Set<PgCompactionPass>();
+  private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
+  private closed = false;
+  /** Tags this node's notifications, so that it does not take its own commits for news. */
+  private readonly node = randomUUID();
+
+  private constructor(private readonly options: PgStoreOptions) {
+    const client: pg.ClientConfig = {
+      connectionString: options.url,
+      types: pgTypes,
+      application_name: 'statelog',
+      keepAlive: true,
+      connectionTimeoutMillis: 10_000,
+    };
+    const settings = [
+      // A node that vanishes without closing its connections (a cut network) would keep
+      // its session, and a compaction run's advisory lock with it, for hours of TCP
+      // timeouts: the server probes an idle peer after 10 s and drops it 15 s later.
+      'tcp_keepalives_idle=10',
+      'tcp_keepalives_interval=5',
+      'tcp_keepalives_count=3',
+      // STATELOG_SYNC=normal: a commit is acknowledged before its WAL is flushed; a crash
+      // of the database server (not of statelog) may lose the last moments of writes.
+      ...(options.sync === 'normal' ? ['synchronous_commit=off'] : []),
+    ];
+    const pgOptions = (more: string[]) => [...settings, ...more].map((setting) => `-c ${setting}`).join(' ');
+    this.pool = new pg.Pool({
+      ...client,
+      // The meta row is every writer's lock: a node stalled inside a write transaction
+      // must not hold it. Only snapshots (their own pool) stay in a transaction for long.
+      options: pgOptions(['idle_in_transaction_session_timeout=10000']),
+      max: options.poolSize,
+      idleTimeoutMillis: 30_000,
+    });
+    this.snapshotPool = new pg.Pool({ ...client, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
+    // An idle pooled connection that breaks must not take the process down.
+    this.pool.on('error', (err) => this.reportError(err));
+    this.snapshotPool.on('error', (err) => this.reportError(err));
+    this.watch = new HeadWatch({
+      node: this.node,
+      client: { ...client, options: pgOptions([]) },
+      read: async () => (await this.pool.query<{ head: number; horizon: number }>('SELECT head, horizon FROM meta WHERE id = 1')).rows[0]!,
+      learn: (position) => this.learn(position, true),
+      onError: (err) => this.reportError(err),
+      catchUpMs: options.catchUpMs ?? 1000,
+    });
+  }
+
+  /** Connects, applies the migrations, reads the meta row and starts listening. */
+  static async open(options: PgStoreOptions): Promise<PgStore> {
+    const store = new PgStore(options);
+    try {
+      const client = await store.pool.connect();
+      try {
+        await migratePostgres(client, options.migrationsDir);
+        const { rows } = await client.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1');
+        store.known = rows[0]!;
+      } finally {
+        client.release();
+      }
+      await store.watch.start();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
+  }
+
+  get epoch(): string {
+    return this.known.epoch;
+  }
+
+  /** The latest position this node knows: its own commits, notifications and catch-up reads. */
+  position(): LogPosition {
+    return { ...this.known };
+  }
+
+  watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void {
+    this.headWatchers.add(onHead);
+    if (onError) this.errorWatchers.add(onError);
+    return () => {
+      this.headWatchers.delete(onHead);
+      if (onError) this.errorWatchers.delete(onError);
+    };
+  }
+
+  /** Keeps the highest head and horizon seen; `fromElsewhere` tells the watchers of a new head. */
+  private learn(position: { head: number; horizon?: number }, fromElsewhere: boolean): void {
+    if (position.horizon !== undefined && position.horizon > this.known.horizon) this.known.horizon = position.horizon;
+    if (position.head <= this.known.head) return;
+    this.known.head = position.head;
+    if (fromElsewhere) for (const watcher of this.headWatchers) watcher(position.head);
+  }
+
+  private reportError(err: Error): void {
+    for (const watcher of this.errorWatchers) watcher(err);
+  }
+
+  async get(key: string): Promise<StoredEntry | null> {
+    const { rows } = await this.pool.query<{ key: string; value: string; seq: number; ts: number }>(GET_SQL, [key]);
+    const row = rows[0];
+    return row ? { key: row.key, value: row.value, offset: row.seq, ts: row.ts } : null;
+  }
+
+  async list(query: ListQuery): Promise<{ items: StoredEntry[]; head: number }> {
+    const { rows } = await this.pool.query<{ head: number; key: string | null; value: string; seq: number; ts: number }>(
+      LIST_SQL,
+      [query.prefix, query.afterKey ?? '', prefixUpperBound(query.prefix), query.limit],
+    );
+    const head = rows[0]!.head;
+    this.learn({ head }, true);
+    const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts }));
+    return { items, head };
+  }
+
+  /**
+   * `maxChars` and `full` are those the changes branch adds to ChangesQuery and
+   * ChangesPage: a page also stops once its keys and values hold that much, and `full`
+   * says that it stopped at `limit` or there (more records may follow).
+   */
+  async readChanges(query: ChangesQuery & { maxChars?: number }): Promise<ChangesPage & { full: boolean }> {
+    type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
+      query.after,
+      query.prefix,
+      prefixUpperBound(query.prefix),
+      query.limit,
+      query.maxChars ?? null,
+    ]);
+    const { head, horizon } = rows[0]!;
+    this.learn({ head, horizon }, true);
+    const records: StoredRecord[] = [];
+    for (const row of rows) {
+      if (row.seq === null || row.seq === undefined) continue;
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+    }
+    const taken = rows[0]!.taken ?? 0;
+    return { records, head, horizon, full: records.length === query.limit || records.length < taken };
+  }
+
+  async openSnapshot(prefix: string): Promise<PgSnapshot> {
+    if (this.closed) throw new Error('the store is closed');
+    const snapshot = await PgSnapshot.open(this.snapshotPool, prefix, (closed) => this.snapshots.delete(closed));
+    this.snapshots.add(snapshot);
+    return snapshot;
+  }
+
+  /**
+   * A group without idempotency keys is planned from an unlocked read and written by
+   * statelog_append() in one statement, which holds the meta row only inside the server.
+   * If a key it read changed meanwhile, or it carries idempotency keys (whose answers are
+   * stored with their final offsets), it is applied under the lock from the start.
+   */
+  async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    if (!requests.some((request) => request.idempotency)) {
+      const results = await this.commitPlanned(requests, now);
+      if (results) return results;
+      this.conflicts += 1;
+    }
+    return this.commitLocked(requests, now);
+  }
+
+  /** Groups that fell back to the locked path because a key they read changed (for tests and benchmarks). */
+  conflicts = 0;
+
+  private async commitPlanned(requests: WriteRequest[], now: number): Promise<WriteResult[] | null> {
+    const { keys, incrKeys } = groupKeys(requests);
+    const read = await this.pool.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, []]);
+    const state = new Map<string, KeyState>();
+    for (const row of read.rows) state.set(row.key, { seq: row.seq!, live: row.live!, value: row.text1 });
+    const input = { requests, ts: now, now, idempotencyTtlMs: this.options.idempotencyTtlMs, state, answers: new Map() };
+    // Offsets relative to the head at commit, which only the database knows.
+    const relative = planGroup({ ...input, head: 0 });
+    // Only refusals: decided on a committed state read after the requests arrived.
+    if (relative.records.length === 0) return relative.results;
+    const r = relative.records;
+    const rows = [...relative.state.entries()];
+    const { rows: appended } = await this.pool.query<{ base: number }>(APPEND_SQL, [
+      keys,
+      keys.map((key) => state.get(key)?.seq ?? null),
+      keys.map((key) => state.get(key)?.live ?? null),
+      r.map((x) => x.key),
+      r.map((x) => x.op),
+      r.map((x) => x.value),
+      rows.map(([key]) => key),
+      rows.map(([, row]) => row.seq),
+      rows.map(([, row]) => row.live),
+      relative.newKeys,
+      relative.liveDelta,
+      relative.superseded,
+      now,
+      this.node,
+    ]);
+    if (appended.length === 0) return null;
+    const base = appended[0]!.base;
+    // The same inputs give the same decisions: this only puts the real offsets in the answers.
+    const plan = planGroup({ ...input, head: base });
+    this.learn({ head: base }, true);
+    this.learn({ head: plan.head }, false);
+    return plan.results;
+  }
+
+  private async commitLocked(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      const locked = (await client.query(BEGIN_AND_LOCK_SQL)) as unknown as pg.QueryResult<{ head: number; horizon: number; lastTs: number }>[];
+      const meta = locked[1]!.rows[0]!;
+      const { keys, incrKeys, idempotencyKeys } = groupKeys(requests);
+      const read = await client.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, idempotencyKeys]);
+      const state = new Map<string, KeyState>();
+      const answers = new Map<string, RememberedAnswer>();
+      for (const row of read.rows) {
+        if (row.kind === 's') state.set(row.key, { seq: row.seq!, live: row.live!, value: row.text1 });
+        else answers.set(row.key, { fingerprint: row.text1!, answer: row.text2!, expiresAt: row.expiresAt! });
+      }
+      const ts = Math.max(now, meta.lastTs);
+      const plan = planGroup({
+        requests,
+        head: meta.head,
+        ts,
+        now,
+        idempotencyTtlMs: this.options.idempotencyTtlMs,
+        state,
+        answers,
+      });
+      const write = writeStatement(plan, ts, this.node);
+      if (write) await client.query(write.text, write.values);
+      await client.query('COMMIT');
+      this.learn({ head: meta.head, horizon: meta.horizon }, true);
+      this.learn({ head: plan.head }, false);
+      return plan.results;
+    } catch (err) {
+      // Nothing of the group was committed. A connection that cannot even roll back is dropped.
+      await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async counters(): Promise<StoreCounters> {
+    const { rows } = await this.pool.query<{
+      head: number;
+      horizon: number;
+      records: number;
+      liveKeys: number;
+      stateKeys: number;
+      dbBytes: number;
+    }>(COUNTERS_SQL);
+    const { head, horizon, records, liveKeys, stateKeys, dbBytes } = rows[0]!;
+    this.learn({ head, horizon }, true);
+    return { head, horizon, records, liveKeys, tombstones: stateKeys - liveKeys, dbBytes };
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  async purgeIdempotency(now: number): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await this.pool.query(PURGE_SQL, [now, PURGE_BATCH]);
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < PURGE_BATCH) return total;
+    }
+  }
+
+  async compactionBacklog(): Promise<CompactionBacklog> {
+    const { rows } = await this.pool.query<{ records: number; stateKeys: number; supersededSince: number | null }>(
+      'SELECT records, state_keys AS "stateKeys", superseded_since AS "supersededSince" FROM meta WHERE id = 1',
+    );
+    const { records, stateKeys, supersededSince } = rows[0]!;
+    return { records, superseded: records - stateKeys, supersededSince };
+  }
+
+  /**
+   * One node compacts at a time: the run holds an advisory lock on its own connection.
+   * A node that finds it taken runs nothing and waits for that run to end, so a call on
+   * any node answers once the log is compacted.
+   */
+  async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<PgCompactionPass> {
+    if (this.closed) throw new Error('the store is closed');
+    const pass = await PgCompactionPass.start(this.pool, policy, budget, (done) => this.passes.delete(done));
+    this.passes.add(pass);
+    return pass;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.watch.stop();
+    for (const snapshot of this.snapshots) snapshot.close();
+    // A run the compactor abandoned at a step boundary gives its lock and connection back.
+    await Promise.all([...this.passes].map((pass) => pass.abandon()));
+    await Promise.all([this.pool.end(), this.snapshotPool.end()]);
+  }
+}
+
+/**
+ * The group's writes as one statement: records, state rows, remembered answers and the
+ * counters, then NOTIFY with the new head (delivered only if the transaction commits).
+ * Null when the group wrote nothing at all.
+ */
+function writeStatement(plan: GroupPlan, ts: number, node: string): { text: string; values: unknown[] } | null {
+  const p = new Params();
+  const parts: string[] = [];
+  if (plan.records.length > 0) {
+    const r = plan.records;
+    const tsParam = p.add(ts, '::bigint');
+    parts.push(`l AS (INSERT INTO log (seq, key, op, value, ts)
+      SELECT r.seq, r.key, r.op, r.value, ${tsParam} FROM unnest(${p.add(r.map((x) => x.seq), '::bigint[]')},
+        ${p.add(r.map((x) => x.key), '::text[]')}, ${p.add(r.map((x) => x.op), '::text[]')},
+        ${p.add(r.map((x) => x.value), '::text[]')}) AS r(seq, key, op, value))`);
+    const keys = [...plan.state.keys()];
+    const rows = [...plan.state.values()];
+    parts.push(`s AS (INSERT INTO state (key, seq, live)
+      SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(rows.map((x) => x.seq), '::bigint[]')},
+        ${p.add(rows.map((x) => x.live), '::boolean[]')})
+      ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live)`);
+    parts.push(`m AS (UPDATE meta SET head = ${p.add(plan.head, '::bigint')}, last_ts = ${tsParam},
+      records = records + ${p.add(r.length, '::bigint')}, state_keys = state_keys + ${p.add(plan.newKeys, '::bigint')},
+      live_keys = live_keys + ${p.add(plan.liveDelta, '::bigint')},
+      superseded_since = CASE WHEN ${p.add(plan.superseded, '::boolean')} THEN coalesce(superseded_since, ${tsParam}) ELSE superseded_since END
+      WHERE id = 1 RETURNING head)`);
+  }
+  if (plan.remember.size > 0) {
+    const keys = [...plan.remember.keys()];
+    const answers = [...plan.remember.values()];
+    parts.push(`i AS (INSERT INTO idempotency (key, fingerprint, answer, expires_at)
+      SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(answers.map((x) => x.fingerprint), '::text[]')},
+        ${p.add(answers.map((x) => x.answer), '::text[]')}, ${p.add(answers.map((x) => x.expiresAt), '::bigint[]')})
+      ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, answer = excluded.answer, expires_at = excluded.expires_at)`);
+  }
+  if (parts.length === 0) return null;
+  const tail =
+    plan.records.length > 0 ? `SELECT pg_notify('${CHANGES_CHANNEL}', head::text || ' ' || ${p.add(node, '::text')}) FROM m` : 'SELECT 1';
+  return { text: `WITH ${parts.join(',\n')}\n${tail}`, values: p.values };
+}
