@@ -29,6 +29,7 @@ import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
 import { snapshotRoutes } from './routes/snapshot.js';
 import type { AppServices, Lifecycle } from './services.js';
+import { trackConnections } from './silent-connections.js';
 import { SnapshotSlots } from './snapshot-slots.js';
 import { openStore } from './store/open-store.js';
 import { WriteBatcher } from './write-batcher.js';
@@ -240,9 +241,11 @@ export async function buildApp(config: Config): Promise<App> {
     Math.min(config.idempotencyTtlMs, 60_000),
   ).unref();
 
+  const connections = trackConnections(app.server);
   app.addHook('preClose', async () => {
     lifecycle.closing = true;
     shutdown.abort();
+    connections.closeSilent();
   });
   app.addHook('onClose', async () => {
     clearInterval(purge);

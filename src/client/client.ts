@@ -257,13 +257,10 @@ export class StatelogClient {
     const timeoutMs = call.timeoutMs ?? this.timeoutMs;
 
     for (let attempt = 0; ; attempt++) {
-      const signals = [call.signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined].filter(
-        (s): s is AbortSignal => s !== undefined,
-      );
       const canRetry = call.retry && attempt < this.retryPolicy.retries;
       let res: Response;
       try {
-        res = await fetch(url, { method: call.method, headers, body, signal: AbortSignal.any(signals) });
+        res = await fetch(url, { method: call.method, headers, body, signal: withTimeout(call.signal, timeoutMs) });
       } catch (err) {
         if (canRetry && isConnectionError(err)) {
           await sleep(backoffDelay(attempt, this.retryPolicy), call.signal);
@@ -281,6 +278,26 @@ export class StatelogClient {
       throw await toError(res);
     }
   }
+}
+
+/**
+ * The caller's signal, aborted also after `timeoutMs` (0: never). Linked by hand rather
+ * than with AbortSignal.any, whose composed signal Node 20 may collect while fetch
+ * still depends on it, so that an abort never reaches the request.
+ */
+function withTimeout(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal | undefined {
+  if (timeoutMs <= 0) return signal;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException('the request timed out', 'TimeoutError')), timeoutMs);
+  timer.unref();
+  const onAbort = () => controller.abort(signal!.reason);
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  controller.signal.addEventListener('abort', () => {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  });
+  return controller.signal;
 }
 
 async function toError(res: Response): Promise<StatelogError> {

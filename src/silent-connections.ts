@@ -1,0 +1,26 @@
+// At shutdown, every connection with no request in progress is closed at once. Node
+// closes idle keep-alive connections itself, but not one that was opened and has sent
+// nothing yet (clients open spare connections), and server.close() would wait for it
+// until the headers timeout.
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+
+export function trackConnections(server: Server): { closeSilent(): void } {
+  const requestsInProgress = new Map<Socket, number>();
+  server.on('connection', (socket: Socket) => {
+    requestsInProgress.set(socket, 0);
+    socket.once('close', () => requestsInProgress.delete(socket));
+  });
+  server.on('request', (req, res) => {
+    const socket = req.socket;
+    requestsInProgress.set(socket, (requestsInProgress.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      if (requestsInProgress.has(socket)) requestsInProgress.set(socket, requestsInProgress.get(socket)! - 1);
+    });
+  });
+  return {
+    closeSilent() {
+      for (const [socket, requests] of requestsInProgress) if (requests === 0) socket.destroy();
+    },
+  };
+}
