@@ -1,4 +1,5 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '../src/client/index.js';
@@ -45,3 +46,58 @@ describe('examples/balance-transfer', () => {
     expect(JSON.parse(output)).toEqual({ transfers: { done: 20, 'insufficient-funds': 5, 'already-done': 1 }, alice: 0, bob: 100, total: 100 });
   });
 });
+
+describe('examples/mirror-worker', () => {
+  it('follows changes, then restarts from its checkpoint', async () => {
+    const client = new StatelogClient({ url });
+    await client.put('inventory/apple', { count: 3 });
+    await client.put('inventory/pear', { count: 1 });
+    await client.put('orders/1', { ignored: true });
+    const checkpoint = join(t.dir, 'inventory.checkpoint');
+
+    const first = startWorker(url, checkpoint);
+    expect(await first.line((l) => l.event === 'ready')).toMatchObject({ items: 2, stock: 4 });
+    await client.put('inventory/pear', { count: 0 });
+    expect(await first.line((l) => l.event === 'sold-out')).toMatchObject({ key: 'inventory/pear' });
+    first.proc.kill('SIGTERM');
+    expect(await first.line((l) => l.event === 'stopped')).toMatchObject({ items: 2, stock: 3 });
+
+    await client.put('inventory/kiwi', { count: 5 });
+    const second = startWorker(url, checkpoint);
+    // Ready at once from the checkpoint, then the change made while it was away.
+    expect(await second.line((l) => l.event === 'ready')).toMatchObject({ items: 2, stock: 3 });
+    expect(await second.line((l) => l.event === 'set' && l.key === 'inventory/kiwi')).toBeTruthy();
+    second.proc.kill('SIGTERM');
+    expect(await second.line((l) => l.event === 'stopped')).toMatchObject({ items: 3, stock: 8 });
+  });
+});
+
+function startWorker(url: string, checkpoint: string) {
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'examples/mirror-worker.ts', checkpoint], {
+    cwd: ROOT,
+    env: { ...process.env, STATELOG_URL: url },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines: Record<string, unknown>[] = [];
+  let waiters: (() => void)[] = [];
+  let buffered = '';
+  proc.stdout.on('data', (chunk) => {
+    buffered += chunk;
+    for (let at = buffered.indexOf('\n'); at >= 0; at = buffered.indexOf('\n')) {
+      lines.push(JSON.parse(buffered.slice(0, at)));
+      buffered = buffered.slice(at + 1);
+    }
+    for (const wake of waiters) wake();
+    waiters = [];
+  });
+  return {
+    proc,
+    async line(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+      for (;;) {
+        const found = lines.find(match);
+        if (found) return found;
+        await new Promise<void>((resolve) => waiters.push(resolve));
+      }
+    },
+  };
+}

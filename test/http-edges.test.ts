@@ -129,3 +129,16 @@ describe('malformed HTTP', () => {
     }
   });
 });
+
+describe('shutdown', () => {
+  it('does not wait for a connection that was opened and sent nothing', async () => {
+    const { port } = t.app.server.address() as { port: number };
+    const silent = connect(port, '127.0.0.1');
+    await new Promise((resolve) => silent.once('connect', resolve));
+    const closed = new Promise((resolve) => silent.once('close', resolve));
+    const started = Date.now();
+    await t.app.close();
+    await closed;
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});
