@@ -1,8 +1,14 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { buildApp } from '../src/app.js';
+import { StateMirror, StatelogClient, type ResetEvent } from '../src/client/index.js';
 import { startApp, type TestApp } from './helpers.js';
 import { cli } from './support/cli.js';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 let t: TestApp;
 let env: Record<string, string>;
@@ -48,14 +54,55 @@ describe('statelog CLI', () => {
     expect(help.stdout).toMatch(/Usage: statelog del/);
   });
 
+  it('writes a snapshot with its trailer, compacts and prints stats', async () => {
+    for (let i = 0; i < 30; i++) await t.http.put(`/v1/keys/k${i % 10}`).set('content-type', 'application/json').send({ value: i });
+    const out = join(t.dir, 'snap.ndjson');
+    const snapshot = await cli(['snapshot', '--out', out], env);
+    expect(snapshot.code, snapshot.stderr).toBe(0);
+    const lines = readFileSync(out, 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines).toHaveLength(11);
+    expect(lines[10]).toMatchObject({ end: true, offset: 30, count: 10 });
+    expect(lines[0]).toMatchObject({ key: 'k0', value: 20 });
+    const toStdout = await cli(['snapshot', '--prefix', 'k1'], env);
+    expect(toStdout.stdout.trim().split('\n').map((line) => JSON.parse(line).key ?? 'end')).toEqual(['k1', 'end']);
+
+    const compacted = JSON.parse((await cli(['compact'], env)).stdout);
+    expect(compacted).toMatchObject({ removed: 20, head: 30 });
+    expect(JSON.parse((await cli(['stats'], env)).stdout)).toMatchObject({ records: 10, liveKeys: 10 });
+  });
+
+  it('tails the change stream as JSON lines', async () => {
+    await cli(['put', 'before', '1'], env);
+    const tail = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'tail', '--prefix', 'live/'], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+    });
+    let out = '';
+    tail.stdout.on('data', (chunk) => (out += chunk));
+    // Writes until the tail has printed them (it starts after the head it saw at start).
+    for (let i = 0; !out.includes('"live/b"'); i++) {
+      await cli(['put', i % 2 ? 'live/b' : 'other', String(i)], env);
+      expect(i).toBeLessThan(20);
+    }
+    tail.kill('SIGTERM');
+    const records = out.trim().split('\n').map((line) => JSON.parse(line));
+    expect(records.every((r) => r.key.startsWith('live/') && r.op === 'set')).toBe(true);
+    expect(records.map((r) => r.offset)).toEqual([...records.map((r) => r.offset)].sort((a, b) => a - b));
+  });
+
   it('reports an unreachable server with exit 1', async () => {
     const down = await cli(['get', 'k'], { STATELOG_URL: 'http://127.0.0.1:9' });
     expect(down.code).toBe(1);
   });
 
-  it('backs up online and restores offline with a new epoch', async () => {
+  it('backs up online and restores offline with a new epoch; a mirror across the restore resets', async () => {
     await cli(['put', 'a', '1'], env);
     await cli(['put', 'b', '{"x":[true]}'], env);
+    const mirror = new StateMirror({ url: env.STATELOG_URL!, retry: { baseDelayMs: 20, maxDelayMs: 200 }, warn: () => {} });
+    const resets: ResetEvent[] = [];
+    mirror.on('reset', (event: ResetEvent) => resets.push(event));
+    await mirror.ready;
+
     const backupFile = join(t.dir, 'backup.db');
     const backup = await cli(['backup', backupFile, '--db', t.dbPath], env);
     expect(backup.code, backup.stderr).toBe(0);
@@ -68,17 +115,36 @@ describe('statelog CLI', () => {
 
     await cli(['put', 'c', '"after backup"'], env);
     const epochBefore = t.app.services.store.epoch;
+    const { config } = t.app.services;
+    const { port } = t.app.server.address() as { port: number };
     await t.app.close();
     const restore = await cli(['restore', backupFile, '--db', t.dbPath], env);
     expect(restore.code, restore.stderr).toBe(0);
 
-    const dir = t.dir;
-    t = await startApp({}, dir);
-    expect(t.app.services.store.epoch).not.toBe(epochBefore);
-    expect((await t.http.get('/v1/keys/a')).body.value).toBe(1);
-    expect((await t.http.get('/v1/keys/b')).body.value).toEqual({ x: [true] });
-    expect((await t.http.get('/v1/keys/c')).status).toBe(404);
-    expect((await t.http.get('/v1/stats')).body.head).toBe(2);
+    // The restored database behind the same address.
+    const restored = await buildApp(config);
+    await restored.listen({ port, host: '127.0.0.1' });
+    try {
+      expect(restored.services.store.epoch).not.toBe(epochBefore);
+      const client = new StatelogClient({ url: env.STATELOG_URL! });
+      expect((await client.get('a'))!.value).toBe(1);
+      expect((await client.get('b'))!.value).toEqual({ x: [true] });
+      expect(await client.get('c')).toBeNull();
+      expect(((await client.stats()) as { head: number }).head).toBe(2);
+
+      // The mirror had seen offset 3, which the restored log never had: it starts over.
+      for (let i = 0; resets.length === 0; i++) {
+        expect(i).toBeLessThan(200);
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      expect(resets[0]).toEqual({ reason: 'epoch_changed' });
+      expect(mirror.epoch).toBe(restored.services.store.epoch);
+      expect(mirror.has('c')).toBe(false);
+      expect(mirror.get('a')).toBe(1);
+    } finally {
+      await mirror.close();
+      await restored.close();
+    }
   });
 
   it('refuses to restore something that is not a statelog backup', async () => {
