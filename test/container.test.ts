@@ -54,8 +54,17 @@ describe('docker-compose.yml', () => {
 
   it('keeps the data in a named volume mounted where STATELOG_DB points', () => {
     expect(service.volumes).toEqual(['statelog-data:/data']);
-    expect(Object.keys(compose.volumes)).toEqual(['statelog-data']);
+    expect(Object.keys(compose.volumes)).toContain('statelog-data');
     expect(env.STATELOG_DB!.startsWith('/data/')).toBe(true);
+  });
+
+  it('keeps the postgres profile out of a plain `docker compose up`', () => {
+    const others = Object.entries(compose.services).filter(([name]) => name !== 'statelog');
+    expect(others.map(([name]) => name).sort()).toEqual(['postgres', 'statelog-lb', 'statelog-pg-1', 'statelog-pg-2']);
+    for (const [, other] of others) expect((other as { profiles?: string[] }).profiles).toEqual(['postgres']);
+    expect(Object.keys(compose.volumes)).toContain('statelog-pg-data');
+    // Nothing in the file fails to interpolate when STATELOG_PG_PASSWORD is unset.
+    expect(read('docker-compose.yml')).not.toMatch(/\$\{[A-Z_]+:\?/);
   });
 
   it('publishes the port the service listens on', () => {
