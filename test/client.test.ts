@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StatelogClient, StatelogError } from '../src/client/index.js';
+import { CutStreamError, StatelogClient, StatelogError } from '../src/client/index.js';
 import { startApp, type TestApp } from './helpers.js';
 import { flakyProxy } from './support/flaky-proxy.js';
 
@@ -85,5 +85,63 @@ describe('StatelogClient', () => {
     } finally {
       await proxy.close();
     }
+  });
+});
+
+describe('StatelogClient streams', () => {
+  it('iterates a snapshot with its offset, and long-polls changes after it', async () => {
+    await client.batch(Array.from({ length: 30 }, (_, i) => ({ key: `s${String(i).padStart(2, '0')}`, value: i })));
+    const snapshot = await client.snapshot({ prefix: 's1' });
+    const keys: string[] = [];
+    for await (const entry of snapshot) keys.push(entry.key);
+    expect(keys).toEqual(Array.from({ length: 10 }, (_, i) => `s1${i}`));
+    expect(snapshot).toMatchObject({ offset: 30, count: 10 });
+
+    const seen: { key: string; op: string }[] = [];
+    const abort = new AbortController();
+    const follow = (async () => {
+      try {
+        for await (const record of client.changes({ after: snapshot.offset, prefix: 's1', signal: abort.signal })) {
+          seen.push({ key: record.key, op: record.op });
+          if (seen.length === 2) abort.abort();
+        }
+      } catch (err) {
+        if (!abort.signal.aborted) throw err;
+      }
+    })();
+    await client.put('s0x', 'not in the prefix');
+    await client.put('s1x', 1);
+    await client.delete('s10');
+    await follow;
+    expect(seen).toEqual([
+      { key: 's1x', op: 'set' },
+      { key: 's10', op: 'delete' },
+    ]);
+  });
+
+  it('throws CutStreamError when a snapshot ends without its last line', async () => {
+    const big = 'x'.repeat(2000);
+    for (let i = 0; i < 10; i++) {
+      await client.batch(Array.from({ length: 500 }, (_, j) => ({ key: `big/${i}/${j}`, value: big })));
+    }
+    const snapshot = await client.snapshot();
+    let read = 0;
+    const reading = (async () => {
+      for await (const entry of snapshot) {
+        read++;
+        // Shutdown cuts the stream short while the reader is in the middle of it.
+        if (read === 10) void t.app.close();
+        void entry;
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    })();
+    await expect(reading).rejects.toThrow(CutStreamError);
+    expect(read).toBeLessThan(5000);
+  });
+
+  it('raises 410 from changes() as an error that asks for a new snapshot', async () => {
+    const error = await client.changesPage({ after: 99 }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(StatelogError);
+    expect(error).toMatchObject({ status: 410, code: 'offset_ahead', mustResnapshot: true });
   });
 });

@@ -202,14 +202,20 @@ export class StatelogClient {
       count: 0,
       async *[Symbol.asyncIterator]() {
         let trailer: { end: true; offset: number; count: number } | null = null;
-        for await (const line of ndjsonLines(body)) {
-          const item = JSON.parse(line) as Entry<T> | { end: true; offset: number; count: number };
-          if ('end' in item) {
-            trailer = item;
-            break;
+        try {
+          for await (const line of ndjsonLines(body)) {
+            const item = JSON.parse(line) as Entry<T> | { end: true; offset: number; count: number };
+            if ('end' in item) {
+              trailer = item;
+              break;
+            }
+            snapshot.count++;
+            yield item;
           }
-          snapshot.count++;
-          yield item;
+        } catch (err) {
+          if (options.signal?.aborted) throw err;
+          // The connection broke mid-stream: what was read is an incomplete snapshot.
+          throw new CutStreamError(`the snapshot stream was cut after ${snapshot.count} keys`, { cause: err });
         }
         if (!trailer) throw new CutStreamError('the snapshot stream ended without its last line');
         if (trailer.count !== snapshot.count || trailer.offset !== offset) {

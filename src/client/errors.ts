@@ -23,8 +23,8 @@ export class StatelogError extends Error {
 
 /** A stream that ended before its last line or event: the data read so far is incomplete. */
 export class CutStreamError extends Error {
-  constructor(message: string) {
-    super(message);
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
     this.name = 'CutStreamError';
   }
 }
