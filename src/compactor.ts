@@ -3,7 +3,7 @@
 // event loop between steps so that writes keep flowing. A failed run is logged,
 // counted and retried at the next period; it never takes the server down.
 import type { Config } from './config.js';
-import type { CompactionBacklog, CompactionBudget, LogStore } from './store/log-store.js';
+import type { CompactionBacklog, CompactionBudget, CompactionPass, LogStore } from './store/log-store.js';
 
 export type CompactionTrigger = 'dirty_ratio' | 'max_lag' | 'admin';
 
@@ -154,7 +154,14 @@ export class Compactor {
   /** What the timer does each period: a run if one is due. Never throws. */
   async tick(): Promise<CompactionSummary | null> {
     if (this.current || this.stopped) return null;
-    const trigger = compactionDue(await this.store.compactionBacklog(), this.settings, this.now());
+    let trigger: CompactionTrigger | null;
+    try {
+      trigger = compactionDue(await this.store.compactionBacklog(), this.settings, this.now());
+    } catch (err) {
+      this.totals.failures += 1;
+      this.log.error({ err }, 'compaction check failed; it is retried at the next period');
+      return null;
+    }
     if (!trigger) return null;
     try {
       return await this.run(trigger);
@@ -183,10 +190,9 @@ export class Compactor {
   private async execute(trigger: CompactionTrigger): Promise<CompactionSummary> {
     const startedAt = this.now();
     const started = performance.now();
-    let bytesBefore: number;
-    let pass;
+    let pass: CompactionPass | undefined;
     try {
-      bytesBefore = (await this.store.counters()).dbBytes;
+      const { dbBytes: bytesBefore } = await this.store.counters();
       pass = await this.store.startCompaction(
         { now: startedAt, minLagMs: this.settings.minLagMs, tombstoneRetentionMs: this.settings.tombstoneRetentionMs },
         this.budget,
@@ -195,6 +201,18 @@ export class Compactor {
         if (this.stopped) throw new CompactionStopped();
         await yieldToWriters();
       }
+      const after = await this.store.counters();
+      return this.completed({
+        trigger,
+        startedAt,
+        durationMs: round(performance.now() - started),
+        removed: pass.removed,
+        tombstonesRemoved: pass.tombstonesRemoved,
+        horizon: after.horizon,
+        head: after.head,
+        bytesBefore,
+        bytesAfter: after.dbBytes,
+      });
     } catch (err) {
       const done = { trigger, removed: pass?.removed ?? 0, tombstonesRemoved: pass?.tombstonesRemoved ?? 0 };
       this.totals.removed += done.removed;
@@ -209,18 +227,9 @@ export class Compactor {
     } finally {
       pass?.close();
     }
-    const counters = await this.store.counters();
-    const summary: CompactionSummary = {
-      trigger,
-      startedAt,
-      durationMs: round(performance.now() - started),
-      removed: pass.removed,
-      tombstonesRemoved: pass.tombstonesRemoved,
-      horizon: counters.horizon,
-      head: counters.head,
-      bytesBefore,
-      bytesAfter: counters.dbBytes,
-    };
+  }
+
+  private completed(summary: CompactionSummary): CompactionSummary {
     this.totals.runs += 1;
     this.totals.removed += summary.removed;
     this.totals.tombstonesRemoved += summary.tombstonesRemoved;

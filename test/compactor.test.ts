@@ -190,6 +190,19 @@ describe('a run', () => {
     expect(await currentState(store)).toEqual(valuesBefore);
   });
 
+  it('survives a database that is gone: timed runs fail, are logged and counted, and nothing throws', async () => {
+    await writeVersions(10, 3, Date.now());
+    const { log, lines } = recordingLog();
+    const compactor = compactorFor(store, { intervalMs: 10 }, { log });
+    await store.close();
+    compactor.start();
+    await expect.poll(() => compactor.failures, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+    await compactor.stop();
+    expect(compactor.runs).toBe(0);
+    expect(lines.filter((line) => line.level === 50).every((line) => /not open/.test(String((line.err as { message: string }).message)))).toBe(true);
+    store = openStore(dir);
+  });
+
   it('stops at a step boundary and refuses to start again', async () => {
     await writeVersions(100, 5, Date.now());
     const compactor = compactorFor(store, {}, { budget: { maxRows: 5, maxMs: 50 } });

@@ -1,9 +1,11 @@
 // One compaction run on the SQLite log, in bounded steps on the store's own connection
 // (the writer's): removal transactions walk the log in offset order up to a cutoff fixed
-// at the start, then incremental_vacuum and WAL checkpoints give the space back.
-// Between steps the caller yields to the event loop, so group commits interleave.
+// at the start, then incremental_vacuum gives the pages back, while WAL checkpoints run
+// in a worker thread. Between steps the caller yields to the event loop, so group
+// commits interleave.
 import type Database from 'better-sqlite3';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from './log-store.js';
+import type { SqliteCheckpointer } from './sqlite-checkpointer.js';
 
 /** What the run needs from the store that owns the connection and the counters. */
 export interface CompactionHost {
@@ -15,6 +17,8 @@ export interface CompactionHost {
   /** Inside that transaction: removes records and keys from the counters and raises the horizon. */
   recordRemoval(records: number, keys: number, horizon: number): void;
   setSupersededSince(ts: number | null): void;
+  /** Checkpoints off the event loop; null for a database without a file (no WAL). */
+  checkpointer(): SqliteCheckpointer | null;
   /** From now on, tells `listener` of every record a write supersedes (one listener at a time). */
   listen(listener: SupersessionListener): void;
   unlisten(listener: SupersessionListener): void;
@@ -27,8 +31,10 @@ export interface SupersessionListener {
 
 /** Rows examined per statement: small enough to check the clock often. */
 const CHUNK_ROWS = 256;
-/** A checkpoint follows this many step budgets of page-writing work. */
+/** A checkpoint starts after this many step budgets of page-writing work... */
 const CHECKPOINT_AFTER_BUDGETS = 2;
+/** ...and the run waits for it once this many more have piled up. */
+const UNCHECKPOINTED_BUDGETS = 16;
 /** Pages freed by the first incremental_vacuum step; later steps adapt to the time budget. */
 const FIRST_VACUUM_PAGES = 256;
 
@@ -64,8 +70,12 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
    */
   private readonly pendingOldRecord = new Map<string, number>();
   private vacuumPages = FIRST_VACUUM_PAGES;
-  /** Time spent writing pages since the last checkpoint. */
+  /** Time spent writing pages since the last checkpoint started. */
   private dirtyMs = 0;
+  /** Started when the first checkpoint is due: a small run needs none before the last. */
+  private checkpointer: SqliteCheckpointer | null | undefined;
+  private checkpointing: Promise<void> | null = null;
+  private checkpointFailure: Error | null = null;
   private readonly sql;
 
   constructor(
@@ -103,12 +113,30 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
 
   close(): void {
     this.host.unlisten(this);
+    this.checkpointer?.close();
   }
 
   async step(): Promise<boolean> {
     if (this.failed) throw new Error('a compaction run cannot go on after a failed step');
     try {
-      return this.nextStep();
+      if (this.checkpointFailure) throw this.checkpointFailure;
+      switch (this.phase) {
+        case 'remove':
+          await this.checkpointIfDue();
+          this.timed(() => this.removeStep());
+          return true;
+        case 'vacuum':
+          await this.checkpointIfDue();
+          this.timed(() => this.vacuumStep());
+          return true;
+        case 'truncate':
+          await this.checkpointing;
+          this.truncateWal();
+          this.phase = 'done';
+          return false;
+        case 'done':
+          return false;
+      }
     } catch (err) {
       this.failed = true;
       this.close();
@@ -116,25 +144,29 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     }
   }
 
-  private nextStep(): boolean {
-    if (this.phase === 'done') return false;
-    if (this.dirtyMs >= CHECKPOINT_AFTER_BUDGETS * this.budget.maxMs) {
-      // Small, frequent checkpoints: each copies a few pages instead of one long pause.
-      this.checkpoint('PASSIVE');
-      return true;
+  /**
+   * Small, frequent checkpoints keep the WAL short. They run in the checkpointer's
+   * thread while the steps go on, unless the disk falls behind: then the run waits
+   * (without blocking the event loop) rather than let the WAL grow.
+   */
+  private async checkpointIfDue(): Promise<void> {
+    if (this.dirtyMs < CHECKPOINT_AFTER_BUDGETS * this.budget.maxMs) return;
+    if (this.checkpointer === undefined) this.checkpointer = this.host.checkpointer();
+    if (!this.checkpointer) return;
+    if (this.checkpointing) {
+      if (this.dirtyMs < UNCHECKPOINTED_BUDGETS * this.budget.maxMs) return;
+      await this.checkpointing;
     }
-    switch (this.phase) {
-      case 'remove':
-        this.timed(() => this.removeStep());
-        return true;
-      case 'vacuum':
-        this.timed(() => this.vacuumStep());
-        return true;
-      case 'truncate':
-        this.checkpoint('TRUNCATE');
-        this.phase = 'done';
-        return false;
-    }
+    this.dirtyMs = 0;
+    this.checkpointing = this.checkpointer.checkpoint().then(
+      () => {
+        this.checkpointing = null;
+      },
+      (err: Error) => {
+        this.checkpointing = null;
+        this.checkpointFailure ??= err;
+      },
+    );
   }
 
   /**
@@ -185,7 +217,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     this.tombstonesRemoved += step.keysRemoved;
     if (this.cursor >= this.cutoff) {
       this.phase = 'vacuum';
-      this.close();
+      this.host.unlisten(this);
     }
   }
 
@@ -262,20 +294,24 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     this.dirtyMs += performance.now() - started;
   }
 
+
   /**
-   * PASSIVE never waits for readers. TRUNCATE (at the end, to hand the WAL's disk space
-   * back) must not wait either: the event loop would stall for the busy timeout while a
-   * snapshot is open, so the timeout is lifted for it and a busy answer is accepted.
+   * The last checkpoint, on the store's own connection: the file shrinks to what
+   * incremental_vacuum left, and TRUNCATE hands back the WAL's space. It cannot run in
+   * the worker: it takes the write lock, and a write transaction of the store that had
+   * already read would then fail with SQLITE_BUSY at once. It must not wait for readers
+   * either (the event loop would stall for the busy timeout while a snapshot is open),
+   * so the timeout is lifted for it and a busy answer is accepted: the WAL is then
+   * truncated by a later run or at shutdown. Few frames are left to copy by now.
    */
-  private checkpoint(mode: 'PASSIVE' | 'TRUNCATE'): void {
+  private truncateWal(): void {
     const db = this.host.db;
     const timeout = db.pragma('busy_timeout', { simple: true }) as number;
-    if (mode === 'TRUNCATE') db.pragma('busy_timeout = 0');
+    db.pragma('busy_timeout = 0');
     try {
-      db.pragma(`wal_checkpoint(${mode})`);
+      db.pragma('wal_checkpoint(TRUNCATE)');
     } finally {
-      if (mode === 'TRUNCATE') db.pragma(`busy_timeout = ${timeout}`);
+      db.pragma(`busy_timeout = ${timeout}`);
     }
-    this.dirtyMs = 0;
   }
 }

@@ -5,6 +5,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { SyncMode } from '../config.js';
+import { SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
@@ -337,6 +338,7 @@ export class SqliteStore implements LogStore {
       setSupersededSince: (ts: number | null): void => {
         this.meta.supersededSince = ts;
       },
+      checkpointer: () => (this.path === ':memory:' ? null : new SqliteCheckpointer(this.path)),
       listen: (listener: SupersessionListener): void => {
         this.compaction = listener;
       },

@@ -1,0 +1,83 @@
+// PASSIVE WAL checkpoints on a connection of their own, in a worker thread. A checkpoint
+// copies WAL frames into the database file and fsyncs it; on the store's connection that
+// would stall the event loop (and every HTTP request) for as long as the disk takes. A
+// PASSIVE checkpoint takes no write lock, so the store keeps committing while it runs.
+// (Other modes take the write lock, which would make the store's own write transactions
+// fail with SQLITE_BUSY: they are not offered.)
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+
+export interface CheckpointResult {
+  /** 1 when readers or a writer kept the checkpoint from finishing (it never waits). */
+  busy: number;
+  /** Frames in the WAL, and how many of them are in the database file now. */
+  log: number;
+  checkpointed: number;
+}
+
+// Plain CommonJS, so that it runs the same under tsx and from dist/.
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.path, { fileMustExist: true });
+// A PASSIVE checkpoint never waits for readers or writers anyway.
+db.pragma('busy_timeout = 0');
+parentPort.on('message', (message) => {
+  if (message.close) {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    const [result] = db.pragma('wal_checkpoint(PASSIVE)');
+    parentPort.postMessage({ id: message.id, result });
+  } catch (err) {
+    parentPort.postMessage({ id: message.id, error: err instanceof Error ? err.message : String(err) });
+  }
+});
+`;
+
+const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+
+export class SqliteCheckpointer {
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, { resolve(result: CheckpointResult): void; reject(err: Error): void }>();
+  private nextId = 0;
+  private failure: Error | null = null;
+
+  constructor(path: string) {
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { path, driver }, execArgv: [] });
+    // Never what keeps the process alive; an abandoned run's worker ends with it.
+    this.worker.unref();
+    this.worker.on('message', (message: { id: number; result?: CheckpointResult; error?: string }) => {
+      const waiter = this.waiting.get(message.id);
+      this.waiting.delete(message.id);
+      if (message.error !== undefined) waiter?.reject(new Error(`checkpoint failed: ${message.error}`));
+      else waiter?.resolve(message.result!);
+    });
+    this.worker.on('error', (err) => this.fail(err));
+    this.worker.on('exit', () => this.fail(new Error('the checkpoint worker exited')));
+  }
+
+  checkpoint(): Promise<CheckpointResult> {
+    if (this.failure) return Promise.reject(this.failure);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.worker.postMessage({ id });
+    });
+  }
+
+  /** Closes the worker's connection and ends the thread (after a checkpoint in flight). */
+  close(): void {
+    if (!this.failure) this.worker.postMessage({ close: true });
+    this.failure ??= new Error('the checkpointer is closed');
+  }
+
+  private fail(err: Error): void {
+    this.failure ??= err;
+    for (const waiter of this.waiting.values()) waiter.reject(err);
+    this.waiting.clear();
+  }
+}
