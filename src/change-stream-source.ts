@@ -5,11 +5,14 @@ import { readFeed } from './change-feed.js';
 import { ApiError } from './errors.js';
 import { recordJson } from './render.js';
 import { sseComment, sseEvent, sseRetry } from './sse.js';
-import type { LogStore, SnapshotReader, StoredEntry } from './store/log-store.js';
+import type { LogStore, SnapshotReader } from './store/log-store.js';
 
-/** Rows and characters per chunk: small enough that a slow reader holds little memory. */
+/**
+ * Rows and characters per chunk: small enough that a slow reader holds little, and
+ * that a chunk stays out of V8's large-object space (see routes/snapshot.ts).
+ */
 const PAGE_ROWS = 1000;
-const PAGE_CHARS = 256 * 1024;
+const PAGE_CHARS = 64 * 1024;
 /** How long a client waits before reconnecting after the stream drops. */
 const RETRY_MS = 1000;
 /** The contract's bound on the time between progress events. */
@@ -30,9 +33,9 @@ export interface ChangeStreamOptions {
 
 type Phase = 'open' | 'snapshot' | 'live' | 'done';
 
-function snapshotEvent(entry: StoredEntry): string {
+function snapshotEvent(record: string): string {
   // No id: a reconnect in the middle of a snapshot must start it again, not resume.
-  return sseEvent('record', recordJson({ ...entry, op: 'set' }));
+  return sseEvent('record', record);
 }
 
 export class ChangeStreamSource {
@@ -73,8 +76,8 @@ export class ChangeStreamSource {
   }
 
   private async snapshotChunk(reader: SnapshotReader): Promise<string> {
-    const entries = await reader.nextPage(PAGE_ROWS, PAGE_CHARS);
-    if (entries.length > 0) return entries.map(snapshotEvent).join('');
+    const records = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
+    if (records.length > 0) return records.map(snapshotEvent).join('');
     this.release();
     this.position = reader.offset;
     this.phase = 'live';

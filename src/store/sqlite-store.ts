@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import type { SyncMode } from '../config.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
-import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound, takePage } from './sqlite-sql.js';
+import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sqlite-sql.js';
 import type {
   AppliedOp,
   Answer,
@@ -19,7 +19,6 @@ import type {
   SnapshotReader,
   StoreCounters,
   StoredEntry,
-  StoredRecord,
   WriteFailure,
   WriteOp,
   WriteRequest,
@@ -106,7 +105,7 @@ export class SqliteStore implements LogStore {
          WHERE s.key = ? AND s.live = 1`,
       ),
       list: db.prepare(LIVE_ENTRIES_SQL),
-      changes: db.prepare(RECORDS_AFTER_SQL),
+      changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
       claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
       remember: db.prepare(
         'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
@@ -131,19 +130,16 @@ export class SqliteStore implements LogStore {
   }
 
   async list(query: ListQuery): Promise<{ items: StoredEntry[]; head: number }> {
-    const items = this.sql.list.all({
-      lower: query.prefix,
-      after: query.afterKey ?? '',
-      upper: prefixUpperBound(query.prefix),
-      limit: query.limit,
-    }) as StoredEntry[];
+    const items = this.sql.list.all(liveEntriesParams(query.prefix, query.afterKey, query.limit)) as StoredEntry[];
     return { items, head: this.meta.head };
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
-    const { rows: records, stoppedByChars } = takePage<StoredRecord>(
-      this.sql.changes,
-      { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit },
+    const params = { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit };
+    const { rows: records, stoppedByChars } = takePage(
+      this.sql.changes.iterate(params) as IterableIterator<unknown[]>,
+      toRecord,
+      (record) => record.key.length + (record.value?.length ?? 0),
       query.maxChars,
     );
     const full = stoppedByChars || records.length === query.limit;
