@@ -35,16 +35,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const after = resume ?? req.query.after ?? 0;
     if (!withSnapshot) checkReader(after, store.position());
 
-    let snapshot = null;
-    if (withSnapshot) {
-      const release = options.slots.acquire();
-      try {
-        snapshot = { reader: await store.openSnapshot(prefix), release };
-      } catch (err) {
-        release();
-        throw err;
-      }
-    }
+    const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const source = new ChangeStreamSource({ tail, notifier, prefix, after, snapshot, signal: lifetime.signal });

@@ -16,7 +16,6 @@ import type { SnapshotReader } from '../store/log-store.js';
 const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
 
-
 /** The last line: without it a client knows the stream was cut short. */
 function trailer(reader: SnapshotReader, count: number): string {
   return `{"end":true,"offset":${reader.offset},"count":${count},"epoch":${JSON.stringify(reader.epoch)}}\n`;
@@ -32,14 +31,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
 
   app.get('/v1/snapshot', { schema: snapshotSchema }, async (req, reply) => {
     const prefix = checkPrefix(req.query.prefix);
-    const release = slots.acquire();
-    let reader: SnapshotReader;
-    try {
-      reader = await store.openSnapshot(prefix);
-    } catch (err) {
-      release();
-      throw err;
-    }
+    const { reader, release } = await slots.open(store, prefix);
 
     let count = 0;
     let ended = false;
