@@ -36,7 +36,7 @@ export class TailPages {
       this.pages.clear();
       this.pagesHead = position.head;
     }
-    const key = `${query.after}\u0000${query.prefix}`;
+    const key = `${query.after}\u0000${query.limit}\u0000${query.maxChars}\u0000${query.prefix}`;
     const shared = this.pages.get(key);
     if (shared) {
       // The horizon moves without the head (compaction): check it afresh. A record
