@@ -17,7 +17,7 @@ const PAGE_CHARS = 64 * 1024;
 /** How long a client waits before reconnecting after the stream drops. */
 const RETRY_MS = 1000;
 /** The contract's bound on the time between progress events. */
-export const PROGRESS_INTERVAL_MS = 15_000;
+const PROGRESS_INTERVAL_MS = 15_000;
 
 /** A page's records as stream events, each with its offset as id. */
 export function recordEvents(records: StoredRecord[]): string {
@@ -37,7 +37,6 @@ export interface ChangeStreamOptions {
   snapshot: { reader: SnapshotReader; release: () => void } | null;
   /** Ends the stream: the client went away or the server shuts down. */
   signal: AbortSignal;
-  progressIntervalMs?: number;
 }
 
 type Phase = 'open' | 'snapshot' | 'live' | 'done';
@@ -52,11 +51,9 @@ export class ChangeStreamSource {
   /** Every record up to here has been sent, or the reader has been told to skip it. */
   private position: number;
   private lastProgressAt = Date.now();
-  private readonly progressIntervalMs: number;
 
   constructor(private readonly options: ChangeStreamOptions) {
     this.position = options.after;
-    this.progressIntervalMs = options.progressIntervalMs ?? PROGRESS_INTERVAL_MS;
   }
 
   /** The next chunk of the stream, or null when it has ended. */
@@ -97,7 +94,7 @@ export class ChangeStreamSource {
 
   private async liveChunk(): Promise<string | null> {
     for (;;) {
-      const progressDue = Date.now() - this.lastProgressAt >= this.progressIntervalMs;
+      const progressDue = Date.now() - this.lastProgressAt >= PROGRESS_INTERVAL_MS;
       // At the head there is nothing to read: go straight to waiting.
       if (this.position < this.options.tail.head || progressDue) {
         const text = await this.read(progressDue);
@@ -137,7 +134,7 @@ export class ChangeStreamSource {
     const { notifier, signal } = this.options;
     // A commit published since the last read: read again rather than wait.
     if (!signal.aborted && notifier.head <= this.position) {
-      await notifier.next(this.lastProgressAt + this.progressIntervalMs - Date.now(), signal);
+      await notifier.next(this.lastProgressAt + PROGRESS_INTERVAL_MS - Date.now(), signal);
     }
     return !signal.aborted;
   }
