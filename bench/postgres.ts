@@ -121,7 +121,7 @@ async function writeRounds(): Promise<Run[]> {
 async function drain(snapshot: SnapshotReader): Promise<number> {
   let count = 0;
   try {
-    for (let page = await snapshot.nextPage(1000); page.length > 0; page = await snapshot.nextPage(1000)) count += page.length;
+    for (let page = await snapshot.nextJson('entry', 1000); page.length > 0; page = await snapshot.nextJson('entry', 1000)) count += page.length;
   } finally {
     snapshot.close();
   }

@@ -36,8 +36,11 @@ async function readSnapshot(store: SqliteStore): Promise<State> {
   const state: State = new Map();
   const snapshot = await store.openSnapshot('');
   try {
-    for (let page = await snapshot.nextPage(SNAPSHOT_PAGE); page.length > 0; page = await snapshot.nextPage(SNAPSHOT_PAGE)) {
-      for (const entry of page) state.set(entry.key, JSON.parse(entry.value));
+    for (let page = await snapshot.nextJson('entry', SNAPSHOT_PAGE); page.length > 0; page = await snapshot.nextJson('entry', SNAPSHOT_PAGE)) {
+      for (const line of page) {
+        const entry = JSON.parse(line) as { key: string; value: unknown };
+        state.set(entry.key, entry.value);
+      }
     }
   } finally {
     snapshot.close();

@@ -1,22 +1,34 @@
 // The text of one change stream, produced a chunk at a time as the socket asks for it:
 // an optional snapshot phase, then records read from the log by offset for ever.
 import type { ChangeNotifier } from './change-notifier.js';
-import { readFeed } from './change-feed.js';
+import type { FeedPage } from './change-feed.js';
 import { ApiError } from './errors.js';
 import { recordJson } from './render.js';
 import { sseComment, sseEvent, sseRetry } from './sse.js';
-import type { LogStore, SnapshotReader, StoredEntry } from './store/log-store.js';
+import type { SnapshotReader, StoredRecord } from './store/log-store.js';
+import type { TailPages } from './tail-pages.js';
 
-/** Rows and characters per chunk: small enough that a slow reader holds little memory. */
+/**
+ * Rows and characters per chunk: small enough that a slow reader holds little, and
+ * that a chunk stays out of V8's large-object space (see routes/snapshot.ts).
+ */
 const PAGE_ROWS = 1000;
-const PAGE_CHARS = 256 * 1024;
+const PAGE_CHARS = 64 * 1024;
 /** How long a client waits before reconnecting after the stream drops. */
 const RETRY_MS = 1000;
 /** The contract's bound on the time between progress events. */
-export const PROGRESS_INTERVAL_MS = 15_000;
+const PROGRESS_INTERVAL_MS = 15_000;
+
+/** A page's records as stream events, each with its offset as id. */
+export function recordEvents(records: StoredRecord[]): string {
+  let text = '';
+  for (const record of records) text += sseEvent('record', recordJson(record), record.offset);
+  return text;
+}
 
 export interface ChangeStreamOptions {
-  store: LogStore;
+  /** Reads the log, sharing pages at the head among streams. */
+  tail: TailPages;
   notifier: ChangeNotifier;
   prefix: string;
   /** Where a stream without a snapshot starts (exclusive). */
@@ -25,14 +37,13 @@ export interface ChangeStreamOptions {
   snapshot: { reader: SnapshotReader; release: () => void } | null;
   /** Ends the stream: the client went away or the server shuts down. */
   signal: AbortSignal;
-  progressIntervalMs?: number;
 }
 
 type Phase = 'open' | 'snapshot' | 'live' | 'done';
 
-function snapshotEvent(entry: StoredEntry): string {
+function snapshotEvent(record: string): string {
   // No id: a reconnect in the middle of a snapshot must start it again, not resume.
-  return sseEvent('record', recordJson({ ...entry, op: 'set' }));
+  return sseEvent('record', record);
 }
 
 export class ChangeStreamSource {
@@ -40,11 +51,9 @@ export class ChangeStreamSource {
   /** Every record up to here has been sent, or the reader has been told to skip it. */
   private position: number;
   private lastProgressAt = Date.now();
-  private readonly progressIntervalMs: number;
 
   constructor(private readonly options: ChangeStreamOptions) {
     this.position = options.after;
-    this.progressIntervalMs = options.progressIntervalMs ?? PROGRESS_INTERVAL_MS;
   }
 
   /** The next chunk of the stream, or null when it has ended. */
@@ -73,8 +82,8 @@ export class ChangeStreamSource {
   }
 
   private async snapshotChunk(reader: SnapshotReader): Promise<string> {
-    const entries = await reader.nextPage(PAGE_ROWS, PAGE_CHARS);
-    if (entries.length > 0) return entries.map(snapshotEvent).join('');
+    const records = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
+    if (records.length > 0) return records.map(snapshotEvent).join('');
     this.release();
     this.position = reader.offset;
     this.phase = 'live';
@@ -84,37 +93,49 @@ export class ChangeStreamSource {
   }
 
   private async liveChunk(): Promise<string | null> {
-    const { store, notifier, prefix, signal } = this.options;
     for (;;) {
-      let page;
-      try {
-        page = await readFeed(store, { after: this.position, prefix, limit: PAGE_ROWS, maxChars: PAGE_CHARS });
-      } catch (err) {
-        if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
-        this.phase = 'done';
-        return sseEvent('reset', JSON.stringify(err.toBody()));
+      const progressDue = Date.now() - this.lastProgressAt >= PROGRESS_INTERVAL_MS;
+      // At the head there is nothing to read: go straight to waiting.
+      if (this.position < this.options.tail.head || progressDue) {
+        const text = await this.read(progressDue);
+        if (text !== '') return text;
       }
-      let text = '';
-      for (const record of page.records) text += sseEvent('record', recordJson(record), record.offset);
-      const lastSent = page.records.length > 0 ? page.records[page.records.length - 1]!.offset : this.position;
-      this.position = page.next;
-      // Records skipped by the prefix (or removed by compaction) still move the reader.
-      if (page.next > lastSent || Date.now() - this.lastProgressAt >= this.progressIntervalMs) {
-        text += sseEvent('progress', `{"offset":${page.next}}`, page.next);
-        this.lastProgressAt = Date.now();
-      }
-      if (text !== '') return text;
-      if (signal.aborted) {
-        this.phase = 'done';
-        return null;
-      }
-      // A commit published since the read: read again rather than wait.
-      if (notifier.head > this.position) continue;
-      await notifier.next(this.lastProgressAt + this.progressIntervalMs - Date.now(), signal);
-      if (signal.aborted) {
+      if (!(await this.waitForCommit())) {
         this.phase = 'done';
         return null;
       }
     }
+  }
+
+  /** The records after the reader's position and the progress event they call for. */
+  private async read(progressDue: boolean): Promise<string> {
+    const { tail, prefix } = this.options;
+    let page: FeedPage;
+    let text: string;
+    try {
+      ({ page, text } = await tail.read({ after: this.position, prefix, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
+      this.phase = 'done';
+      return sseEvent('reset', JSON.stringify(err.toBody()));
+    }
+    const lastSent = page.records.length > 0 ? page.records[page.records.length - 1]!.offset : this.position;
+    this.position = page.next;
+    // Records skipped by the prefix (or removed by compaction) still move the reader.
+    if (page.next > lastSent || progressDue) {
+      text += sseEvent('progress', `{"offset":${page.next}}`, page.next);
+      this.lastProgressAt = Date.now();
+    }
+    return text;
+  }
+
+  /** Waits for a commit after the reader's position, or until progress is due; false once the stream must end. */
+  private async waitForCommit(): Promise<boolean> {
+    const { notifier, signal } = this.options;
+    // A commit published since the last read: read again rather than wait.
+    if (!signal.aborted && notifier.head <= this.position) {
+      await notifier.next(this.lastProgressAt + PROGRESS_INTERVAL_MS - Date.now(), signal);
+    }
+    return !signal.aborted;
   }
 }

@@ -135,18 +135,36 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
     stream.close();
   });
 
-  it('sends event: reset and ends when compaction moves the horizon past an open reader', async () => {
+  it('sends event: reset and ends when compaction moves the horizon past open readers', async () => {
     await writeBatch(base, [1, 2, 3].map((i) => ({ key: `k${i}`, value: i })));
-    const stream = await SseClient.connect(streamUrl('after=0'));
-    await stream.until((events) => lastId(events) === 3);
+    // Two readers at one offset share the read of the log, and its failure.
+    const streams = await Promise.all([1, 2].map(() => SseClient.connect(streamUrl('after=0'))));
+    await Promise.all(streams.map((s) => s.until((events) => lastId(events) === 3)));
     setHorizon(5);
     await writeBatch(base, [{ key: 'k1', op: 'delete' }, { key: 'k2', op: 'delete' }]);
-    await stream.ended;
-    const reset = stream.events.at(-1)!;
-    expect(reset.event).toBe('reset');
-    expect(reset.id).toBeUndefined();
-    expect(JSON.parse(reset.data)).toEqual({ error: { code: 'offset_compacted', message: expect.any(String), horizon: 5 } });
-    expect(stream.records().map((r) => r.offset)).toEqual([1, 2, 3]);
+    for (const stream of streams) {
+      await stream.ended;
+      const reset = stream.events.at(-1)!;
+      expect(reset.event).toBe('reset');
+      expect(reset.id).toBeUndefined();
+      expect(JSON.parse(reset.data)).toEqual({ error: { code: 'offset_compacted', message: expect.any(String), horizon: 5 } });
+      expect(stream.records().map((r) => r.offset)).toEqual([1, 2, 3]);
+    }
+  });
+
+  it('gives streams woken by one commit each the records of its own prefix', async () => {
+    const streams = await Promise.all(['prefix=a/', 'prefix=b/', '', 'prefix=a/'].map((q) => SseClient.connect(streamUrl(q))));
+    await Promise.all(streams.map((s) => s.until(() => s.comments > 0)));
+    await writeBatch(base, [{ key: 'a/1', value: 1 }, { key: 'b/1', value: 2 }, { key: 'c', value: 3 }]);
+    await Promise.all(streams.map((s) => s.until((events) => lastId(events) === 3)));
+    const seen = streams.map((s) => s.events.map((e) => `${e.event} ${e.id}`));
+    expect(seen).toEqual([
+      ['record 1', 'progress 3'],
+      ['record 2', 'progress 3'],
+      ['record 1', 'record 2', 'record 3'],
+      ['record 1', 'progress 3'],
+    ]);
+    for (const stream of streams) stream.close();
   });
 
   it('answers 410 before the stream opens: below the horizon, ahead of the head, another epoch', async () => {

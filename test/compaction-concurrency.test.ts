@@ -8,7 +8,7 @@ import type { StoredRecord } from '../src/store/log-store.js';
 import type { SqliteStore } from '../src/store/sqlite-store.js';
 import { fillLog, keyName } from './fill-log.js';
 import { json, startApp, tempDir, type TestApp } from './helpers.js';
-import { allRecords, applyRecords, countedFromTables, currentState, keptCounters } from './store-helpers.js';
+import { allRecords, applyRecords, countedFromTables, currentState, keptCounters, snapshotPage } from './store-helpers.js';
 
 const FILLED = 200_000;
 const KEYS = 1_000;
@@ -25,7 +25,7 @@ async function slowSnapshot(store: SqliteStore): Promise<{ offset: number; state
   const snapshot = await store.openSnapshot('');
   try {
     const state = new Map<string, string>();
-    for (let page = await snapshot.nextPage(50); page.length > 0; page = await snapshot.nextPage(50)) {
+    for (let page = await snapshotPage(snapshot, 50); page.length > 0; page = await snapshotPage(snapshot, 50)) {
       for (const entry of page) state.set(entry.key, entry.value);
       await turn();
     }

@@ -2,7 +2,7 @@
 // log, snapshots and changes, and counts straight from the tables to check the counters.
 import { join } from 'node:path';
 import { Compactor, type CompactionSettings, type CompactorLog } from '../src/compactor.js';
-import type { CompactionBudget, StoredRecord, WriteOp, WriteOutcome } from '../src/store/log-store.js';
+import type { CompactionBudget, SnapshotReader, StoredEntry, StoredRecord, WriteOp, WriteOutcome } from '../src/store/log-store.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 
 export function openStore(dir: string, file = 'statelog.db'): SqliteStore {
@@ -47,12 +47,20 @@ export function applyRecords(state: Map<string, string>, records: Iterable<Store
   return state;
 }
 
+/** The next page of a snapshot as entries whose values are JSON text, as the store keeps them. */
+export async function snapshotPage(snapshot: SnapshotReader, max: number): Promise<StoredEntry[]> {
+  return (await snapshot.nextJson('entry', max)).map((line) => {
+    const entry = JSON.parse(line) as { key: string; value: unknown; offset: number; ts: number };
+    return { ...entry, value: JSON.stringify(entry.value) };
+  });
+}
+
 /** A whole snapshot, read page by page: its offset and the live keys at it. */
 export async function readSnapshot(store: SqliteStore, pageSize = 1000): Promise<{ offset: number; state: Map<string, string> }> {
   const snapshot = await store.openSnapshot('');
   try {
     const state = new Map<string, string>();
-    for (let page = await snapshot.nextPage(pageSize); page.length > 0; page = await snapshot.nextPage(pageSize)) {
+    for (let page = await snapshotPage(snapshot, pageSize); page.length > 0; page = await snapshotPage(snapshot, pageSize)) {
       for (const entry of page) state.set(entry.key, entry.value);
     }
     return { offset: snapshot.offset, state };

@@ -2,7 +2,7 @@
 // a snapshot, resumable with Last-Event-ID.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../change-feed.js';
-import { ChangeStreamSource } from '../change-stream-source.js';
+import { ChangeStreamSource, recordEvents } from '../change-stream-source.js';
 import { ApiError } from '../errors.js';
 import { checkPrefix } from '../key-rules.js';
 import { pullStream } from '../pull-stream.js';
@@ -11,6 +11,7 @@ import { changeStreamSchema } from '../schemas.js';
 import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../snapshot-slots.js';
 import { parseLastEventId } from '../sse.js';
+import { TailPages } from '../tail-pages.js';
 
 export interface ChangeStreamRouteOptions {
   services: AppServices;
@@ -19,6 +20,7 @@ export interface ChangeStreamRouteOptions {
 
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
   const { store, notifier, lifecycle, metrics } = options.services;
+  const tail = new TailPages(store, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema }, async (req, reply) => {
     const prefix = checkPrefix(req.query.prefix);
@@ -33,20 +35,11 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const after = resume ?? req.query.after ?? 0;
     if (!withSnapshot) checkReader(after, store.position());
 
-    let snapshot = null;
-    if (withSnapshot) {
-      const release = options.slots.acquire();
-      try {
-        snapshot = { reader: await store.openSnapshot(prefix), release };
-      } catch (err) {
-        release();
-        throw err;
-      }
-    }
+    const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse');
-    const source = new ChangeStreamSource({ store, notifier, prefix, after, snapshot, signal: lifetime.signal });
+    const source = new ChangeStreamSource({ tail, notifier, prefix, after, snapshot, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind
     // (server.close() waits for it); a reader that is not draining is cut at once.

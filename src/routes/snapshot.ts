@@ -3,22 +3,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkPrefix } from '../key-rules.js';
 import { pullStream } from '../pull-stream.js';
-import { entryJson } from '../render.js';
 import { snapshotSchema } from '../schemas.js';
 import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../snapshot-slots.js';
-import type { SnapshotReader, StoredEntry } from '../store/log-store.js';
+import type { SnapshotReader } from '../store/log-store.js';
 
-/** Rows and characters per page: large enough to amortise the query, small enough to hold. */
-const PAGE_ROWS = 2000;
-const PAGE_CHARS = 512 * 1024;
-
-/** A page as one string, so that it is one write to the socket. */
-function lines(entries: StoredEntry[]): string {
-  let text = '';
-  for (const entry of entries) text += `${entryJson(entry)}\n`;
-  return text;
-}
+/**
+ * Rows and characters per page. A page becomes one string; kept well under V8's 128 KiB
+ * large-object threshold it is allocated and freed in the young generation, which
+ * measured faster and leaner (bench/snapshot.ts) than pages two to eight times larger.
+ */
+const PAGE_ROWS = 1000;
+const PAGE_CHARS = 64 * 1024;
 
 /** The last line: without it a client knows the stream was cut short. */
 function trailer(reader: SnapshotReader, count: number): string {
@@ -35,14 +31,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
 
   app.get('/v1/snapshot', { schema: snapshotSchema }, async (req, reply) => {
     const prefix = checkPrefix(req.query.prefix);
-    const release = slots.acquire();
-    let reader: SnapshotReader;
-    try {
-      reader = await store.openSnapshot(prefix);
-    } catch (err) {
-      release();
-      throw err;
-    }
+    const { reader, release } = await slots.open(store, prefix);
 
     const closed = metrics.openStream('snapshot');
     let count = 0;
@@ -54,13 +43,14 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const stream = pullStream(
       async () => {
         if (ended) return null;
-        const entries = await reader.nextPage(PAGE_ROWS, PAGE_CHARS);
-        if (entries.length === 0) {
+        const lines = await reader.nextJson('entry', PAGE_ROWS, PAGE_CHARS);
+        if (lines.length === 0) {
           ended = true;
           return trailer(reader, count);
         }
-        count += entries.length;
-        return lines(entries);
+        count += lines.length;
+        // One string a page: one write to the socket.
+        return `${lines.join('\n')}\n`;
       },
       () => {
         lifecycle.shutdown.removeEventListener('abort', cut);

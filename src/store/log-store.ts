@@ -142,6 +142,13 @@ export interface ChangesPage {
 }
 
 /**
+ * How a snapshot renders each live key: 'entry' is {"key","value","offset","ts"} (as
+ * render.ts's entryJson), 'record' is {"offset","key","op":"set","value","ts"} (as
+ * recordJson).
+ */
+export type SnapshotShape = 'entry' | 'record';
+
+/**
  * A point-in-time view of the live keys at `offset`, read page by page. Writers are not
  * blocked while it is open; close() releases it at once.
  */
@@ -149,11 +156,13 @@ export interface SnapshotReader {
   readonly offset: number;
   readonly epoch: string;
   /**
-   * The next live keys in ascending byte order, at most `max`, stopping early once the
-   * keys and values hold `maxChars` characters; an empty page means the end. Throws
-   * once closed, so a closed reader is never mistaken for a finished one.
+   * The next live keys in ascending byte order as JSON text, one string per key, at
+   * most `max`, stopping early once they hold `maxChars` characters; an empty page
+   * means the end. Rendered by the store, because a snapshot of millions of keys is
+   * fastest as one string per key. Throws once closed, so a closed reader is never
+   * mistaken for a finished one.
    */
-  nextPage(max: number, maxChars?: number): Promise<StoredEntry[]>;
+  nextJson(shape: SnapshotShape, max: number, maxChars?: number): Promise<string[]>;
   close(): void;
 }
 

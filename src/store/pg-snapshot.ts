@@ -3,7 +3,8 @@
 // offset. Pages come from a server-side cursor, FETCH by FETCH, so memory stays bounded
 // and a slow reader only holds one connection open; writers are never blocked (MVCC).
 import type pg from 'pg';
-import type { SnapshotReader, StoredEntry } from './log-store.js';
+import { entryJson, recordJson } from '../render.js';
+import type { SnapshotReader, SnapshotShape, StoredEntry } from './log-store.js';
 import { prefixUpperBound, SNAPSHOT_CURSOR_SQL } from './pg-sql.js';
 
 /** Rows of a page's first FETCH when its size is bounded, before value sizes are known. */
@@ -73,6 +74,13 @@ export class PgSnapshot implements SnapshotReader {
       if (rows.length < count) break;
     }
     return page;
+  }
+
+  async nextJson(shape: SnapshotShape, max: number, maxChars?: number): Promise<string[]> {
+    const page = await this.nextPage(max, maxChars);
+    return page.map((entry) =>
+      shape === 'entry' ? entryJson(entry) : recordJson({ ...entry, op: 'set' }),
+    );
   }
 
   close(): void {

@@ -1,16 +1,18 @@
 // A snapshot on its own read-only connection: in WAL mode a read transaction is a
 // true point-in-time view, so the writer keeps committing while pages are pulled.
 import Database from 'better-sqlite3';
-import type { SnapshotReader, StoredEntry } from './log-store.js';
-import { LIVE_ENTRIES_SQL, prefixUpperBound, takePage } from './sqlite-sql.js';
+import type { SnapshotReader, SnapshotShape } from './log-store.js';
+import { liveEntriesParams, liveJsonSql, takePage } from './sqlite-sql.js';
+
+const sameText = (text: string): string => text;
+const textLength = (text: string): number => text.length;
 
 export class SqliteSnapshot implements SnapshotReader {
   readonly offset: number;
   readonly epoch: string;
   private readonly db: Database.Database;
-  private readonly page: Database.Statement;
-  private readonly upper: Buffer;
-  private lastKey: string;
+  private readonly pages = new Map<SnapshotShape, Database.Statement>();
+  private lastKey: string | null = null;
 
   constructor(
     path: string,
@@ -19,9 +21,6 @@ export class SqliteSnapshot implements SnapshotReader {
   ) {
     this.db = new Database(path, { readonly: true, fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
-    this.page = this.db.prepare(LIVE_ENTRIES_SQL);
-    this.upper = prefixUpperBound(prefix);
-    this.lastKey = '';
     // The first read inside BEGIN fixes the view: head and every later page see the
     // same committed state.
     this.db.exec('BEGIN');
@@ -35,12 +34,14 @@ export class SqliteSnapshot implements SnapshotReader {
     }
   }
 
-  async nextPage(max: number, maxChars?: number): Promise<StoredEntry[]> {
+  async nextJson(shape: SnapshotShape, max: number, maxChars?: number): Promise<string[]> {
     if (!this.db.open) throw new Error('the snapshot is closed');
-    const params = { lower: this.prefix, after: this.lastKey, upper: this.upper, limit: max };
-    const { rows } = takePage<StoredEntry>(this.page, params, maxChars);
-    if (rows.length > 0) this.lastKey = rows[rows.length - 1]!.key;
-    return rows;
+    const statement = this.statement(shape);
+    const rows = statement.iterate(liveEntriesParams(this.prefix, this.lastKey, max)) as IterableIterator<string>;
+    const page = takePage(rows, sameText, textLength, maxChars).rows;
+    // Where the next page starts: parsing one line a page is cheaper than a key column.
+    if (page.length > 0) this.lastKey = (JSON.parse(page[page.length - 1]!) as { key: string }).key;
+    return page;
   }
 
   close(): void {
@@ -48,5 +49,14 @@ export class SqliteSnapshot implements SnapshotReader {
     if (this.db.inTransaction) this.db.exec('COMMIT');
     this.db.close();
     this.onClose(this);
+  }
+
+  private statement(shape: SnapshotShape): Database.Statement {
+    let statement = this.pages.get(shape);
+    if (!statement) {
+      statement = this.db.prepare(liveJsonSql(shape)).pluck();
+      this.pages.set(shape, statement);
+    }
+    return statement;
   }
 }

@@ -1,5 +1,5 @@
 // SQL shared by the store's connections.
-import type Database from 'better-sqlite3';
+import type { Op, SnapshotShape, StoredRecord } from './log-store.js';
 
 /**
  * The exclusive upper bound of keys that start with `prefix`, in byte order: the
@@ -10,11 +10,37 @@ export function prefixUpperBound(prefix: string): Buffer {
   return Buffer.concat([Buffer.from(prefix, 'utf8'), Buffer.from([0xff])]);
 }
 
-/** Live keys with a prefix (@lower, @upper) after @after, in byte order. */
-export const LIVE_ENTRIES_SQL = `
-  SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
-  WHERE s.key >= @lower AND s.key > @after AND s.key < CAST(@upper AS TEXT) AND s.live = 1
+/**
+ * Live keys from @from (inclusive) below @upper, except @exclude, in byte order. There
+ * is one lower bound on purpose: given two (>= prefix and > last key), SQLite seeks by
+ * the first and filters by the second, so every page rescanned from the prefix.
+ */
+const LIVE_KEYS = `
+  FROM state s JOIN log l ON l.seq = s.seq
+  WHERE s.key >= @from AND s.key < CAST(@upper AS TEXT) AND s.key IS NOT @exclude AND s.live = 1
   ORDER BY s.key LIMIT @limit`;
+
+export const LIVE_ENTRIES_SQL = `SELECT s.key, l.value, s.seq AS offset, l.ts ${LIVE_KEYS}`;
+
+/**
+ * The same keys as JSON text built by SQLite, exactly as render.ts's entryJson and
+ * recordJson (as a set) build it: one string per key is the cheapest way out of the
+ * database, which is what makes a large snapshot fast. (json_quote and JSON.stringify
+ * agree on every valid key: keys hold no control characters or lone surrogates.)
+ */
+const JSON_OF: Record<SnapshotShape, string> = {
+  entry: `'{"key":' || json_quote(s.key) || ',"value":' || l.value || ',"offset":' || s.seq || ',"ts":' || l.ts || '}'`,
+  record: `'{"offset":' || s.seq || ',"key":' || json_quote(s.key) || ',"op":"set","value":' || l.value || ',"ts":' || l.ts || '}'`,
+};
+
+export const liveJsonSql = (shape: SnapshotShape): string => `SELECT ${JSON_OF[shape]} ${LIVE_KEYS}`;
+
+/** Parameters of the live-key queries: keys with `prefix` after `afterKey` (exclusive, or null). */
+export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number) {
+  // A cursor below the prefix (from another listing) must not widen the range.
+  const resume = afterKey !== null && Buffer.compare(Buffer.from(afterKey), Buffer.from(prefix)) > 0;
+  return { from: resume ? afterKey : prefix, exclude: afterKey, upper: prefixUpperBound(prefix), limit };
+}
 
 /** Records after @after with a prefix (@lower, @upper), in offset order. */
 export const RECORDS_AFTER_SQL = `
@@ -22,23 +48,34 @@ export const RECORDS_AFTER_SQL = `
   WHERE seq > @after AND key >= @lower AND key < CAST(@upper AS TEXT)
   ORDER BY seq LIMIT @limit`;
 
+/** RECORDS_AFTER_SQL's columns in raw mode (arrays build faster than named rows). */
+export const toRecord = (row: unknown[]): StoredRecord => ({
+  offset: row[0] as number,
+  key: row[1] as string,
+  op: row[2] as Op,
+  value: row[3] as string | null,
+  ts: row[4] as number,
+});
+
 /**
- * Runs a paged query and keeps rows until it has `limit` of them or their keys and
- * values hold `maxChars` characters (at least one row). Stepping an iterator and
+ * Takes rows from a query until it ends or the rows hold `maxChars` characters (at
+ * least one row; the query's LIMIT bounds the count). Stepping an iterator and
  * stopping early keeps a page of large values from being read whole.
  */
-export function takePage<Row extends { key: string; value: string | null }>(
-  statement: Database.Statement,
-  params: Record<string, unknown>,
+export function takePage<Raw, Row>(
+  rows: IterableIterator<Raw>,
+  toRow: (raw: Raw) => Row,
+  chars: (row: Row) => number,
   maxChars = Infinity,
 ): { rows: Row[]; stoppedByChars: boolean } {
-  const rows: Row[] = [];
-  let chars = 0;
-  for (const row of statement.iterate(params) as IterableIterator<Row>) {
-    rows.push(row);
-    chars += row.key.length + (row.value?.length ?? 0);
+  const page: Row[] = [];
+  let total = 0;
+  for (const raw of rows) {
+    const row = toRow(raw);
+    page.push(row);
+    total += chars(row);
     // Leaving the loop early resets the statement (the iterator's return()).
-    if (chars >= maxChars) return { rows, stoppedByChars: true };
+    if (total >= maxChars) return { rows: page, stoppedByChars: true };
   }
-  return { rows, stoppedByChars: false };
+  return { rows: page, stoppedByChars: false };
 }

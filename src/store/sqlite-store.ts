@@ -10,7 +10,7 @@ import { SqliteCompactionPass, type CompactionHost, type SupersessionListener } 
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
 import { checkCondition, incremented, Refusal } from './write-rules.js';
-import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, prefixUpperBound, takePage } from './sqlite-sql.js';
+import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sqlite-sql.js';
 import type {
   AppliedOp,
   Answer,
@@ -27,7 +27,6 @@ import type {
   SnapshotReader,
   StoreCounters,
   StoredEntry,
-  StoredRecord,
   WriteOp,
   WriteRequest,
   WriteResult,
@@ -112,7 +111,7 @@ export class SqliteStore implements LogStore {
          WHERE s.key = ? AND s.live = 1`,
       ),
       list: db.prepare(LIVE_ENTRIES_SQL),
-      changes: db.prepare(RECORDS_AFTER_SQL),
+      changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
       claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
       remember: db.prepare(
         'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
@@ -153,12 +152,7 @@ export class SqliteStore implements LogStore {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    const rows = this.sql.list.iterate({
-      lower: query.prefix,
-      after: query.afterKey ?? '',
-      upper: prefixUpperBound(query.prefix),
-      limit: query.limit,
-    }) as IterableIterator<StoredEntry>;
+    const rows = this.sql.list.iterate(liveEntriesParams(query.prefix, query.afterKey, query.limit)) as IterableIterator<StoredEntry>;
     // Rows are stepped one by one (synchronously: one consistent read), so a page of
     // large values stops early instead of loading them all.
     const items: StoredEntry[] = [];
@@ -174,9 +168,11 @@ export class SqliteStore implements LogStore {
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
-    const { rows: records, stoppedByChars } = takePage<StoredRecord>(
-      this.sql.changes,
-      { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit },
+    const params = { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit };
+    const { rows: records, stoppedByChars } = takePage(
+      this.sql.changes.iterate(params) as IterableIterator<unknown[]>,
+      toRecord,
+      (record) => record.key.length + (record.value?.length ?? 0),
       query.maxChars,
     );
     const full = stoppedByChars || records.length === query.limit;

@@ -1,0 +1,189 @@
+// npm run bench:fanout: 100 SSE subscribers on a real server process while a writer
+// commits 2,000 records/s (batches of 10 every 5 ms); reports the delivery latency
+// from commit (the record's ts, stamped by the server as it commits) to receipt by
+// each subscriber, p50/p99/max, for several runs (a fresh server each) and their
+// medians. Subscribers live in SUBSCRIBER_PROCS child processes so that parsing does
+// not delay receipt. Target: p99 <= 20 ms.
+// Options: SUBSCRIBERS, RATE, SECONDS, RUNS, SUBSCRIBER_PROCS, STATELOG_SYNC.
+import { fork, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { eachRun, median, saveResult, type ServerProcess } from './server-process.js';
+
+const SUBSCRIBERS = Number(process.env.SUBSCRIBERS ?? 100);
+const RATE = Number(process.env.RATE ?? 2000);
+const SECONDS = Number(process.env.SECONDS ?? 10);
+const RUNS = Number(process.env.RUNS ?? 3);
+const PROCS = Number(process.env.SUBSCRIBER_PROCS ?? 4);
+const SYNC = process.env.STATELOG_SYNC ?? 'full';
+const BATCH = 10;
+const TICK_MS = (1000 * BATCH) / RATE;
+
+interface Subscriber {
+  child: ChildProcess;
+  next<T>(type: string): Promise<T>;
+}
+
+function startSubscribers(base: string, count: number): Subscriber {
+  const child = fork(fileURLToPath(new URL('./fanout-subscriber.ts', import.meta.url)), [base, String(count)], {
+    execArgv: ['--import', 'tsx'],
+  });
+  return {
+    child,
+    next: <T>(type: string) =>
+      new Promise<T>((resolve) => {
+        const listen = (message: { type: string }): void => {
+          if (message.type !== type) return;
+          child.off('message', listen);
+          resolve(message as T);
+        };
+        child.on('message', listen);
+      }),
+  };
+}
+
+/**
+ * node:http with keep-alive: fetch() costs several times more CPU a request, which this
+ * machine's two cores would take from the server and the subscribers.
+ */
+function post(agent: http.Agent, base: string, body: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(`${base}/v1/records`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => (res.statusCode === 200 ? resolve((JSON.parse(text) as { offset: number }).offset) : reject(new Error(`write answered ${res.statusCode}: ${text}`))));
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+/** Commits RATE records/s for SECONDS; returns the head and the rate achieved. */
+async function write(base: string): Promise<{ head: number; records: number; seconds: number }> {
+  const agent = new http.Agent({ keepAlive: true });
+  const started = performance.now();
+  const ticks = Math.round((SECONDS * 1000) / TICK_MS);
+  const pending = new Set<Promise<void>>();
+  let head = 0;
+  let records = 0;
+  for (let tick = 0; tick < ticks; tick++) {
+    // Paced against the start time, so that a late tick does not shift the rest.
+    const due = started + tick * TICK_MS;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    const body = JSON.stringify({
+      records: Array.from({ length: BATCH }, (_, i) => ({ key: `k${(tick * BATCH + i) % 10_000}`, value: { tick, i } })),
+    });
+    const request = post(agent, base, body)
+      .then((offset) => {
+        head = Math.max(head, offset);
+        records += BATCH;
+      })
+      .finally(() => pending.delete(request));
+    pending.add(request);
+  }
+  await Promise.all(pending);
+  agent.destroy();
+  return { head, records, seconds: (performance.now() - started) / 1000 };
+}
+
+function percentileOf(histogram: number[], p: number): number {
+  const total = histogram.reduce((a, b) => a + b, 0);
+  let seen = 0;
+  for (let bucket = 0; bucket < histogram.length; bucket++) {
+    seen += histogram[bucket]!;
+    if (seen >= (p / 100) * total) return (bucket + 1) / 10;
+  }
+  return NaN;
+}
+
+async function run(server: ServerProcess) {
+  const perProc = Math.ceil(SUBSCRIBERS / PROCS);
+  const subscribers = Array.from({ length: PROCS }, (_, i) =>
+    startSubscribers(server.base, Math.min(perProc, SUBSCRIBERS - i * perProc)),
+  );
+  await Promise.all(subscribers.map((s) => s.next('ready')));
+  const serverCpu = server.cpuSeconds();
+  const writerCpu = process.cpuUsage();
+  const written = await write(server.base);
+
+  // Every subscriber must receive every record.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const progress = await Promise.all(
+      subscribers.map((s) => {
+        const answer = s.next<{ lowest: number }>('progress');
+        s.child.send({ type: 'progress' });
+        return answer;
+      }),
+    );
+    if (progress.every((p) => p.lowest >= written.head)) break;
+    if (Date.now() > deadline) throw new Error(`subscribers stuck at ${JSON.stringify(progress)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const reports = await Promise.all(
+    subscribers.map((s) => {
+      const answer = s.next<{ histogram: number[]; received: number; cpuSeconds: number }>('report');
+      s.child.send({ type: 'report' });
+      return answer;
+    }),
+  );
+  const serverCpuSeconds = server.cpuSeconds() - serverCpu;
+  const writer = process.cpuUsage(writerCpu);
+  const histogram = reports[0]!.histogram.map((_, i) => reports.reduce((sum, r) => sum + r.histogram[i]!, 0));
+  const received = reports.reduce((sum, r) => sum + r.received, 0);
+  if (received !== written.records * SUBSCRIBERS) {
+    throw new Error(`received ${received} records, expected ${written.records * SUBSCRIBERS}`);
+  }
+  return {
+    records: written.records,
+    writeRate: Math.round(written.records / written.seconds),
+    deliveries: received,
+    p50Ms: percentileOf(histogram, 50),
+    p90Ms: percentileOf(histogram, 90),
+    p99Ms: percentileOf(histogram, 99),
+    maxMs: percentileOf(histogram, 100),
+    // Where the machine's CPU went while writing (the subscribers' share includes connecting).
+    cpuSeconds: {
+      server: Math.round(serverCpuSeconds * 100) / 100,
+      subscribers: Math.round(reports.reduce((sum, r) => sum + r.cpuSeconds, 0) * 100) / 100,
+      writer: Math.round(((writer.user + writer.system) / 1e6) * 100) / 100,
+    },
+    /** The machine's 1-minute load average after the run (it has two cores). */
+    loadAverage: loadavg()[0]!,
+  };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
+try {
+  const runs = await eachRun(
+    RUNS,
+    (i) => ({ STATELOG_DB: join(dir, `run-${i}.db`), STATELOG_SYNC: SYNC }),
+    run,
+    (result) =>
+      `${result.writeRate} records/s to ${SUBSCRIBERS} subscribers, ` +
+      `latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms; ` +
+      `CPU s server ${result.cpuSeconds.server}, subscribers ${result.cpuSeconds.subscribers}, ` +
+      `writer ${result.cpuSeconds.writer}; load ${result.loadAverage.toFixed(1)}`,
+  );
+  const result = {
+    bench: 'fanout',
+    at: new Date().toISOString(),
+    node: process.version,
+    settings: { subscribers: SUBSCRIBERS, rate: RATE, batch: BATCH, seconds: SECONDS, subscriberProcesses: PROCS, sync: SYNC },
+    runs,
+    median: { p50Ms: median(runs.map((r) => r.p50Ms)), p99Ms: median(runs.map((r) => r.p99Ms)) },
+    target: { p99Ms: 20 },
+  };
+  saveResult(SYNC === 'full' ? 'fanout' : `fanout-sync-${SYNC}`, result);
+  console.log(
+    `median of ${RUNS}: p50 ${result.median.p50Ms} ms, p99 ${result.median.p99Ms} ms ` +
+      `(target <= 20: ${result.median.p99Ms <= 20 ? 'met' : 'MISSED'})`,
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

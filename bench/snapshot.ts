@@ -1,0 +1,123 @@
+// npm run bench:snapshot: a log of 1,000,000 live keys with small JSON values, loaded
+// by direct SQL, served by a real server process; a client in this process reads the
+// whole snapshot. Reports keys/s and the server's peak RSS growth over its idle RSS,
+// for several runs (a fresh server each) and their medians.
+// Targets: >= 400,000 keys/s and <= 64 MB growth. Options: KEYS, RUNS.
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { seedLiveKeys } from '../test/seed-db.js';
+import { eachRun, mb, median, saveResult, type ServerProcess } from './server-process.js';
+
+const KEYS = Number(process.env.KEYS ?? 1_000_000);
+const RUNS = Number(process.env.RUNS ?? 3);
+
+interface Run {
+  keys: number;
+  bytes: number;
+  seconds: number;
+  keysPerSecond: number;
+  idleRssMb: number;
+  peakRssGrowthMb: number;
+  /** CPU the reading client used: it shares the machine with the server. */
+  clientCpuSeconds: number;
+  /** The machine's 1-minute load average when the run ended (it has two cores). */
+  loadAverage: number;
+}
+
+/** Reads the snapshot, counting lines without parsing them (the client must not be the bottleneck). */
+function readSnapshot(base: string): Promise<{ lines: number; bytes: number; last: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(`${base}/v1/snapshot`, { agent: false }, (res) => {
+        if (res.statusCode !== 200) reject(new Error(`snapshot answered ${res.statusCode}`));
+        let lines = 0;
+        let bytes = 0;
+        let tail: Buffer = Buffer.alloc(0);
+        res.on('data', (chunk: Buffer) => {
+          bytes += chunk.length;
+          for (let at = chunk.indexOf(10); at >= 0; at = chunk.indexOf(10, at + 1)) lines += 1;
+          tail = chunk.length >= 256 ? chunk.subarray(chunk.length - 256) : Buffer.concat([tail, chunk]).subarray(-256);
+        });
+        res.on('end', () => {
+          const text = tail.toString('utf8').trimEnd();
+          resolve({ lines, bytes, last: text.slice(text.lastIndexOf('\n') + 1) });
+        });
+        res.on('error', reject);
+      })
+      .on('error', reject);
+  });
+}
+
+async function measure(server: ServerProcess): Promise<Run> {
+  // Warm up the code paths on a tiny snapshot, then settle.
+  await new Promise<void>((resolve, reject) => {
+    http.get(`${server.base}/v1/snapshot?prefix=warm-up`, (res) => res.resume().on('end', resolve)).on('error', reject);
+  });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const idle = server.rss();
+  let peak = idle;
+  const sampler = setInterval(() => (peak = Math.max(peak, server.rss())), 5);
+
+  const started = performance.now();
+  const cpu = process.cpuUsage();
+  const { lines, bytes, last } = await readSnapshot(server.base);
+  const seconds = (performance.now() - started) / 1000;
+  const clientCpu = process.cpuUsage(cpu);
+  clearInterval(sampler);
+  peak = Math.max(peak, server.rss());
+
+  const trailer = JSON.parse(last) as { end: boolean; count: number };
+  if (!trailer.end || trailer.count !== KEYS || lines !== KEYS + 1) {
+    throw new Error(`incomplete snapshot: ${lines} lines, trailer ${last}`);
+  }
+  return {
+    keys: KEYS,
+    bytes,
+    seconds: Math.round(seconds * 1000) / 1000,
+    keysPerSecond: Math.round(KEYS / seconds),
+    idleRssMb: mb(idle),
+    peakRssGrowthMb: mb(peak - idle),
+    clientCpuSeconds: Math.round((clientCpu.user + clientCpu.system) / 1000) / 1000,
+    loadAverage: loadavg()[0]!,
+  };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
+try {
+  const dbPath = join(dir, 'statelog.db');
+  const seeding = performance.now();
+  seedLiveKeys(dbPath, { count: KEYS, value: (i) => `{"n":${i},"name":"user ${i}","active":${i % 2 === 0}}` });
+  console.log(`loaded ${KEYS} keys in ${Math.round(performance.now() - seeding)} ms`);
+
+  const runs = await eachRun(
+    RUNS,
+    () => ({ STATELOG_DB: dbPath }),
+    measure,
+    (run) =>
+      `${run.keysPerSecond} keys/s (${run.seconds} s, ${mb(run.bytes)} MB), ` +
+      `peak RSS growth ${run.peakRssGrowthMb} MB, client CPU ${run.clientCpuSeconds} s; load ${run.loadAverage.toFixed(1)}`,
+  );
+
+  const result = {
+    bench: 'snapshot',
+    at: new Date().toISOString(),
+    node: process.version,
+    keys: KEYS,
+    runs,
+    median: {
+      keysPerSecond: median(runs.map((r) => r.keysPerSecond)),
+      peakRssGrowthMb: median(runs.map((r) => r.peakRssGrowthMb)),
+    },
+    targets: { keysPerSecond: 400_000, peakRssGrowthMb: 64 },
+  };
+  saveResult('snapshot', result);
+  const ok = (good: boolean): string => (good ? 'met' : 'MISSED');
+  console.log(
+    `median of ${RUNS}: ${result.median.keysPerSecond} keys/s (target >= 400000: ${ok(result.median.keysPerSecond >= 400_000)}), ` +
+      `peak RSS growth ${result.median.peakRssGrowthMb} MB (target <= 64: ${ok(result.median.peakRssGrowthMb <= 64)})`,
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
