@@ -39,6 +39,8 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: POSTGRES_ONLY,
           env: { STATELOG_TEST_STORE: 'sqlite' },
+          // The dashboard, built once for test/ui.
+          globalSetup: ['test/support/ui-global-setup.ts'],
         },
       },
       {

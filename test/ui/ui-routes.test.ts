@@ -10,7 +10,6 @@ import Fastify from 'fastify';
 import type { Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { buildUi } from '../../scripts/build-ui.js';
 import { errorHandler } from '../../src/error-handler.js';
 import { acceptsGzip, loadAssets, uiRoutes } from '../../src/routes/ui.js';
 import { startApp, type TestApp } from '../helpers.js';
@@ -25,8 +24,9 @@ let page: string;
 let linked: string[];
 
 beforeAll(async () => {
-  await buildUi();
-  t = await startApp({ STATELOG_TOKENS: `read:${READ_TOKEN}` });
+  // dist/ui is built by the project's globalSetup (test/support/ui-global-setup.ts).
+  // No load shedding: a busy machine (Chromium starting beside) must not turn an answer into a 503.
+  t = await startApp({ STATELOG_TOKENS: `read:${READ_TOKEN}`, STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0' });
   page = (await t.http.get('/ui/').expect(200)).text;
   const fromPage = [...page.matchAll(/(?:href|src)="([^"#][^"]*)"/g)].map((m) => m[1]!);
   const css = fromPage.find((file) => file.endsWith('.css'))!;
