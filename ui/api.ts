@@ -2,58 +2,22 @@
 // the API at /v1/), the bearer token from session storage, and the contract's error
 // body turned into an ApiFailure.
 
-/** The server's answers the page reads. */
-export interface LogRecord {
-  offset: number;
-  key: string;
-  op: 'set' | 'delete';
-  value?: unknown;
-  ts: number;
-}
+// The answers the page reads, typed from the server's own schemas (type-only imports:
+// nothing of the server goes into the bundle), so the page cannot drift from them.
+import type {
+  compactSchema,
+  Entry,
+  listKeysSchema,
+  LogRecord as LogRecordSchema,
+  Static,
+  statsSchema,
+} from '../src/schemas.js';
 
-export interface KeyEntry {
-  key: string;
-  value: unknown;
-  offset: number;
-  ts: number;
-}
-
-export interface KeyPage {
-  items: KeyEntry[];
-  cursor: string | null;
-  offset: number;
-}
-
-export interface LastCompaction {
-  trigger: 'dirty_ratio' | 'max_lag' | 'admin';
-  startedAt: number;
-  durationMs: number;
-  removed: number;
-  tombstonesRemoved: number;
-  horizon: number;
-  head: number;
-  bytesBefore: number;
-  bytesAfter: number;
-}
-
-export interface Stats {
-  head: number;
-  records: number;
-  liveKeys: number;
-  tombstones: number;
-  dirtyRatio: number;
-  horizon: number;
-  dbBytes: number;
-  lastCompaction: LastCompaction | null;
-}
-
-export interface CompactionResult {
-  removed: number;
-  tombstonesRemoved: number;
-  durationMs: number;
-  horizon: number;
-  head: number;
-}
+export type LogRecord = Static<typeof LogRecordSchema>;
+export type KeyEntry = Static<typeof Entry>;
+export type KeyPage = Static<(typeof listKeysSchema)['response'][200]>;
+export type Stats = Static<(typeof statsSchema)['response'][200]>;
+export type CompactionResult = Static<(typeof compactSchema)['response'][200]>;
 
 export interface ErrorBody {
   code: string;

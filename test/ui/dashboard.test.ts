@@ -132,6 +132,8 @@ describe('the dashboard on an open server', () => {
     expect(phoneOverflow).toBeLessThanOrEqual(0);
     await page.screenshot({ path: join(ARTIFACTS, 'phone-390.png'), fullPage: true });
     await page.setViewportSize(DESKTOP);
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.screenshot({ path: join(ARTIFACTS, 'desktop-1280x800-dark.png') });
 
     expect(problems).toEqual([]);
   });
