@@ -1,5 +1,5 @@
 # statelog container image.
-# Build stage: compile TypeScript and the native SQLite module (better-sqlite3), then
+# Build stage: compile TypeScript, the dashboard and the native SQLite module (better-sqlite3), then
 # drop the dev dependencies. Run stage: only what runs, as an unprivileged user.
 
 FROM node:20-bookworm-slim AS build
@@ -12,6 +12,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
+# The dashboard (served at /ui): browser code, and the script that bundles it into dist/ui.
+COPY ui ./ui
+COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim

@@ -13,4 +13,6 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
   },
+  // The dashboard's code runs in the browser.
+  { files: ['ui/**/*.ts'], languageOptions: { globals: { ...globals.browser } } },
 );

@@ -18,6 +18,9 @@ const SQLITE_ONLY = [
   // Not yet passing on PostgreSQL: size-bounded listing pages, and one fuzz case.
   'test/security.test.ts',
   'test/fuzz.test.ts',
+  // The dashboard (its static files, and the page in headless Chromium): nothing in it
+  // depends on the store, and running a browser twice is time spent for nothing.
+  'test/ui/**',
 ];
 const POSTGRES_ONLY = ['test/postgres/**'];
 /** Tests of no store at all: run once, in the sqlite project. */
@@ -36,6 +39,8 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: POSTGRES_ONLY,
           env: { STATELOG_TEST_STORE: 'sqlite' },
+          // The dashboard, built once for test/ui.
+          globalSetup: ['test/support/ui-global-setup.ts'],
         },
       },
       {

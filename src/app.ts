@@ -28,6 +28,7 @@ import { keyRoutes } from './routes/keys.js';
 import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
 import { snapshotRoutes } from './routes/snapshot.js';
+import { uiRoutes } from './routes/ui.js';
 import type { AppServices, Lifecycle } from './services.js';
 import { trackConnections } from './silent-connections.js';
 import { SnapshotSlots } from './snapshot-slots.js';
@@ -234,6 +235,7 @@ export async function buildApp(config: Config): Promise<App> {
   await app.register(snapshotRoutes, { services, slots });
   await app.register(changesRoutes, { services });
   await app.register(changeStreamRoutes, { services, slots });
+  await app.register(uiRoutes);
   compactor.start();
 
   const purge = setInterval(

@@ -1,7 +1,8 @@
 // Bearer-token auth. The role a request needs is derived from the request itself
 // (method and matched route pattern), never listed per route, so routes that are added
 // later are covered without touching this file. Everything needs a token except the
-// two health probes: a path nobody thought of is closed, not open.
+// two health probes and the dashboard's static files: a path nobody thought of is
+// closed, not open.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Role } from './config.js';
@@ -9,8 +10,13 @@ import { ApiError } from './errors.js';
 
 const RANK: Record<Role, number> = { read: 0, write: 1, admin: 2 };
 
-/** Probes that load balancers and orchestrators call without credentials. */
-export const OPEN_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+/**
+ * Route patterns open without credentials: the probes that load balancers and
+ * orchestrators call, and the dashboard's static files (routes/ui.ts). Those hold no
+ * data, and the page must load before it can ask for a token; everything it shows comes
+ * from /v1 calls that carry the user's token.
+ */
+export const OPEN_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/ui', '/ui/', '/ui/:file']);
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const BEARER = /^Bearer +([^\s]+) *$/i;

@@ -39,6 +39,8 @@ const ROUTES: RouteCase[] = [
   { method: 'GET', path: '/metrics', needs: 'read', ok: 200 },
   { method: 'GET', path: '/healthz', needs: null, ok: 200 },
   { method: 'GET', path: '/readyz', needs: null, ok: 200 },
+  // The dashboard's static files (test/ui/ui-routes.test.ts serves the built ones).
+  { method: 'GET', path: '/ui', needs: null, ok: 308 },
   { method: 'GET', path: '/v1/snapshot', needs: 'read', ok: 200 },
   { method: 'GET', path: '/v1/changes?after=0', needs: 'read', ok: 200 },
   { method: 'GET', path: '/v1/changes/stream?after=0', needs: 'read', ok: 200, stream: true },
@@ -200,6 +202,11 @@ describe('requiredRole', () => {
     ['GET', undefined, '/healthz', 'read'],
     ['GET', '/healthz', '/healthz', null],
     ['POST', '/readyz', '/readyz', null],
+    ['GET', '/ui', '/ui', null],
+    ['GET', '/ui/', '/ui/', null],
+    ['GET', '/ui/:file', '/ui/app.js', null],
+    ['POST', undefined, '/ui/', 'write'],
+    ['GET', undefined, '/ui/x/y', 'read'],
     ['GET', undefined, '/v1/administrator', 'read'],
     ['PROPFIND', undefined, '/v1/x', 'write'],
   ] as const)('%s on route %s (%s) needs %s', (method, pattern, url, role) => {

@@ -1,0 +1,78 @@
+// Real headless Chromium for the dashboard's end-to-end tests: Debian's package at
+// /usr/bin/chromium driven by playwright-core (never a browser that playwright
+// downloads; .ci/run installs the package when it is missing). Each launch gets a fresh
+// temporary profile from playwright.
+import { existsSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+
+export const CHROMIUM = '/usr/bin/chromium';
+
+/** Screenshots land here: git-ignored, kept by CI as artifacts. */
+export const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/dashboard/', import.meta.url));
+
+export const DESKTOP = { width: 1280, height: 800 };
+export const PHONE = { width: 390, height: 844 };
+
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's package (apt-get install -y chromium)`);
+  }
+  mkdirSync(ARTIFACTS, { recursive: true });
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+export interface Visit {
+  context: BrowserContext;
+  page: Page;
+  /** Console errors and warnings, and uncaught exceptions, in order. */
+  problems: string[];
+  /** Every request the page made: method, URL and headers. */
+  requests: { method: string; url: string; headers: Record<string, string> }[];
+}
+
+export interface VisitOptions {
+  viewport?: { width: number; height: number };
+  /** A token put in session storage before the page's script runs (as a signed-in tab has it). */
+  token?: string;
+}
+
+/** A fresh browser context (its own session storage) with a page on `baseUrl`, not yet navigated. */
+export async function newVisit(browser: Browser, baseUrl: string, options: VisitOptions = {}): Promise<Visit> {
+  const context = await browser.newContext({ viewport: options.viewport ?? DESKTOP, baseURL: baseUrl });
+  if (options.token !== undefined) {
+    await context.addInitScript((token) => {
+      if (sessionStorage.getItem('statelog.seeded') === null) {
+        sessionStorage.setItem('statelog.token', token);
+        sessionStorage.setItem('statelog.seeded', '1');
+      }
+    }, options.token);
+  }
+  // Fail at the step that did not happen, well before the test's own timeout.
+  context.setDefaultTimeout(5000);
+  const page = await context.newPage();
+  const problems: string[] = [];
+  const requests: Visit['requests'] = [];
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') problems.push(`${message.type()}: ${message.text()}`);
+  });
+  page.on('pageerror', (err) => problems.push(`uncaught: ${err.message}`));
+  page.on('request', (request) => requests.push({ method: request.method(), url: request.url(), headers: request.headers() }));
+  return { context, page, problems, requests };
+}
+
+/** Chromium's console line for a fetch answered with this status (not a page error, but logged as one). */
+export const failedLoad = (status: number): RegExp =>
+  new RegExp(`^error: Failed to load resource: the server responded with a status of ${status}\\b`);

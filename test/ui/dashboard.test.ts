@@ -1,0 +1,347 @@
+// The dashboard (/ui) end to end, in real headless Chromium against a live server built
+// by the production factory: stats and chart, live key updates through the change
+// stream (and its resumption after a drop), prefix filter and paging, the token prompt,
+// and compaction from the button. Screenshots go to test-artifacts/dashboard/.
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { json, startApp, type TestApp } from '../helpers.js';
+import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, type Visit, type VisitOptions } from './browser.js';
+import { bearer, portOf } from '../support/http.js';
+
+const TOKENS = { read: 'ui-read-token', admin: 'ui-admin-token' };
+const TOKENS_ENV = `read:${TOKENS.read},admin:${TOKENS.admin}`;
+
+let browser: Browser;
+const visits: Visit[] = [];
+const apps: TestApp[] = [];
+
+beforeAll(async () => {
+  // dist/ui is built by the project's globalSetup (test/support/ui-global-setup.ts).
+  browser = await launchChromium();
+});
+afterEach(async () => {
+  for (const visit of visits.splice(0)) await visit.context.close();
+  for (const t of apps.splice(0)) await t.close();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function server(env: Record<string, string> = {}, prepare?: Parameters<typeof startApp>[2]): Promise<TestApp> {
+  // No load shedding: on a busy machine (Chromium shares its two cores) a shed poll
+  // would show as trouble on the page; shedding has its own tests.
+  const t = await startApp({ STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', ...env }, undefined, prepare);
+  apps.push(t);
+  return t;
+}
+
+async function visit(t: TestApp, options: VisitOptions = {}): Promise<Visit> {
+  const v = await newVisit(browser, `http://127.0.0.1:${portOf(t.app.server)}`, options);
+  visits.push(v);
+  await v.page.goto('/ui/');
+  return v;
+}
+
+const put = (t: TestApp, key: string, value: unknown, token?: string) =>
+  t.http
+    .put(`/v1/keys/${encodeURIComponent(key)}`)
+    .set({ ...json, ...(token ? bearer(token) : {}) })
+    .send({ value })
+    .expect(200);
+
+const del = (t: TestApp, key: string) => t.http.delete(`/v1/keys/${encodeURIComponent(key)}`).expect(200);
+
+async function stats(t: TestApp, token?: string): Promise<{ head: number; records: number; liveKeys: number }> {
+  return (await t.http.get('/v1/stats').set(token ? bearer(token) : {}).expect(200)).body;
+}
+
+/** Waits until a figure of the health panel shows this raw value. */
+async function expectStat(page: Page, id: string, value: number): Promise<void> {
+  await page.waitForSelector(`#stat-${id}[data-value="${value}"]`);
+}
+
+/** Polls a reading of the page until it passes (as playwright's own expect would). */
+const poll = <T>(read: () => Promise<T>, timeout = 5000) => expect.poll(read, { timeout, interval: 50 });
+
+const row = (page: Page, key: string) => page.locator(`#key-rows tr[data-key="${key}"]`);
+const shownKeys = (page: Page) => page.locator('#key-rows tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.key));
+const streamLive = (page: Page) => page.waitForSelector('#stream-state[data-state="live"]');
+
+describe('the dashboard on an open server', () => {
+  it('shows the stats and the chart, reads well at 1280×800 and 390 px, and logs no errors', async () => {
+    const t = await server();
+    for (let i = 1; i <= 6; i += 1) await put(t, `user_${i}`, { name: `user ${i}`, balance: i * 100 });
+    await put(t, 'user_1', { name: 'user 1', balance: 150 });
+    await put(t, 'user_1', { name: 'user 1', balance: 175 });
+    await del(t, 'user_6');
+    const expected = await stats(t);
+
+    const { page, problems } = await visit(t);
+    await page.locator('#sign-in').waitFor({ state: 'hidden' });
+    await expectStat(page, 'head', expected.head);
+    await expectStat(page, 'records', expected.records);
+    await expectStat(page, 'live-keys', 5);
+    await expectStat(page, 'tombstones', 1);
+    await poll(() => page.locator('#stat-dirty-ratio').textContent()).toMatch(/%$/);
+    await expectStat(page, 'horizon', 0);
+    await poll(() => page.locator('#stat-db-bytes').textContent()).toMatch(/\d (B|KiB|MiB)$/);
+    await poll(() => page.locator('#stat-last-compaction').textContent()).toBe('none since the server started');
+    await poll(() => page.locator('#connection').textContent()).toMatch(/open server, no token needed/);
+    expect(await shownKeys(page)).toEqual(['user_1', 'user_2', 'user_3', 'user_4', 'user_5']);
+    await poll(() => row(page, 'user_1').locator('td.value').textContent()).toBe('{"name":"user 1","balance":175}');
+    await poll(() => page.locator('#compact').isEnabled()).toBe(true);
+
+    // The chart fills in as the page polls (every 2 s): a second sample after a write.
+    await put(t, 'user_7', 7);
+    await page.waitForFunction(() => (document.querySelector('polyline.records')?.getAttribute('points') ?? '').split(' ').length >= 2, null, { timeout: 5000 });
+    await poll(() => page.locator('#chart svg').getAttribute('role')).toBe('img');
+    await poll(() => page.locator('#chart svg title').textContent()).toMatch(/records and \d+ live keys$/);
+
+    // Landmarks, headings, labelled controls, a captioned table.
+    const outline = await page.evaluate(() => ({
+      h1: document.querySelectorAll('h1').length,
+      h2: [...document.querySelectorAll('h2')].filter((h) => h.closest('[hidden]') === null).map((h) => h.textContent),
+      landmarks: ['header', 'main', 'footer', 'nav', 'form[role=search]'].map((s) => document.querySelectorAll(s).length),
+      unlabelled: [...document.querySelectorAll('input, select')].filter((c) => (c as HTMLInputElement).labels?.length === 0).map((c) => c.id),
+      caption: document.querySelector('#key-table caption')?.textContent,
+      nameless: [...document.querySelectorAll('button')].filter((b) => (b.textContent ?? '').trim() === '').length,
+    }));
+    expect(outline).toEqual({
+      h1: 1,
+      h2: ['Log health', 'Records in the log vs live keys', 'Keys'],
+      landmarks: [1, 1, 1, 1, 1],
+      unlabelled: [],
+      caption: expect.stringMatching(/^Live keys, page 1: 6 shown, values update live$/),
+      nameless: 0,
+    });
+
+    await page.screenshot({ path: join(ARTIFACTS, 'desktop-1280x800.png') });
+    const desktopOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(desktopOverflow).toBeLessThanOrEqual(0);
+
+    // Keyboard: the first Tab reaches the skip link, which moves to the content.
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+
+    await page.setViewportSize(PHONE);
+    await page.waitForTimeout(100);
+    const phoneOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(phoneOverflow).toBeLessThanOrEqual(0);
+    await page.screenshot({ path: join(ARTIFACTS, 'phone-390.png'), fullPage: true });
+    await page.setViewportSize(DESKTOP);
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.screenshot({ path: join(ARTIFACTS, 'desktop-1280x800-dark.png') });
+
+    expect(problems).toEqual([]);
+  });
+
+  it('shows a key written through the API at once, without a reload, and follows its changes', async () => {
+    const t = await server();
+    await put(t, 'a', 1);
+    const { page, problems } = await visit(t);
+    await streamLive(page);
+    await page.evaluate(() => ((window as unknown as { notReloaded: boolean }).notReloaded = true));
+
+    const written = await put(t, 'live/new', { status: 'fresh' });
+    await poll(() => row(page, 'live/new').locator('td.value').textContent()).toBe('{"status":"fresh"}');
+    await poll(() => row(page, 'live/new').locator('td.num').textContent()).toBe(String(written.body.offset));
+    expect(await shownKeys(page)).toEqual(['a', 'live/new']);
+
+    await put(t, 'live/new', { status: 'changed' });
+    await poll(() => row(page, 'live/new').locator('td.value').textContent()).toBe('{"status":"changed"}');
+    await put(t, '0-first', true);
+    await poll(() => row(page, '0-first').count()).toBe(1);
+    expect(await shownKeys(page)).toEqual(['0-first', 'a', 'live/new']);
+
+    await del(t, 'live/new');
+    await poll(() => row(page, 'live/new').count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
+    expect(problems).toEqual([]);
+  });
+
+  it('resumes the stream with Last-Event-ID after the connection drops, missing nothing', async () => {
+    const lastEventIds: (string | undefined)[] = [];
+    const t = await server({}, (app) => {
+      app.addHook('onRequest', async (req) => {
+        if (req.url.startsWith('/v1/changes/stream')) lastEventIds.push(req.headers['last-event-id'] as string | undefined);
+      });
+    });
+    const { page, problems } = await visit(t);
+    await streamLive(page);
+    const first = await put(t, 'r/1', 1);
+    await poll(() => row(page, 'r/1').count()).toBe(1);
+
+    // Every connection is cut; a write lands while the page is away.
+    t.app.server.closeAllConnections();
+    const second = await put(t, 'r/2', 2);
+    await poll(() => row(page, 'r/2').count(), 10_000).toBe(1);
+    await poll(() => row(page, 'r/2').locator('td.num').textContent()).toBe(String(second.body.offset));
+    await streamLive(page);
+
+    expect(lastEventIds[0]).toBeUndefined();
+    expect(lastEventIds.slice(1)).toContain(String(first.body.offset));
+    expect(await shownKeys(page)).toEqual(['r/1', 'r/2']);
+    // A fetch cut by the server may be logged by Chromium as a network failure; nothing else.
+    expect(problems.filter((p) => !/net::ERR_/.test(p))).toEqual([]);
+  });
+
+  it('filters by prefix and pages through keys, updating only the keys of the page shown', async () => {
+    const t = await server();
+    for (let i = 1; i <= 12; i += 1) await put(t, `a/${String(i).padStart(2, '0')}`, i);
+    await put(t, 'b/1', 'b');
+    const { page, problems } = await visit(t);
+    await poll(() => row(page, 'b/1').count()).toBe(1);
+
+    await page.locator('#prefix').fill('a/');
+    await page.locator('#prefix').press('Enter');
+    await poll(() => row(page, 'b/1').count()).toBe(0);
+    expect(await shownKeys(page)).toHaveLength(12);
+    await page.locator('#page-size').selectOption('10');
+    await poll(() => page.locator('#key-rows tr').count()).toBe(10);
+    await poll(() => page.locator('#keys-caption').textContent()).toBe('Live keys starting with “a/”, page 1: 10 shown, values update live');
+    await poll(() => page.locator('#page-prev').isDisabled()).toBe(true);
+    await streamLive(page);
+
+    // Live: a key of another prefix never shows; one inside this page's range does; one
+    // past its last key belongs to the next page.
+    await put(t, 'b/2', 'b');
+    await put(t, 'a/99', 99);
+    await put(t, 'a/055', 55);
+    await poll(() => row(page, 'a/055').count()).toBe(1);
+    const first = await shownKeys(page);
+    expect(first.slice(4, 7)).toEqual(['a/05', 'a/055', 'a/06']);
+    expect(first).not.toContain('b/2');
+    expect(first).not.toContain('a/99');
+
+    await page.locator('#page-next').click();
+    await poll(() => page.locator('#page-label').textContent()).toBe('Page 2');
+    await poll(() => shownKeys(page)).toEqual(['a/11', 'a/12', 'a/99']);
+    await poll(() => page.locator('#page-next').isDisabled()).toBe(true);
+    await page.locator('#page-prev').click();
+    await poll(() => page.locator('#page-label').textContent()).toBe('Page 1');
+    await poll(() => shownKeys(page)).toEqual(first.slice(0, 10));
+
+    await page.locator('#prefix').fill('nothing/');
+    await page.locator('#filter button[type=submit]').click();
+    await page.locator('#keys-empty').waitFor({ state: 'visible' });
+    await poll(() => page.locator('#keys-empty').textContent()).toBe('No live keys match.');
+    expect(problems).toEqual([]);
+  });
+});
+
+describe('the dashboard on a server with tokens', () => {
+  it('asks for a token, says plainly that a bad one is refused, keeps a good one for the tab only', async () => {
+    const t = await server({ STATELOG_TOKENS: TOKENS_ENV });
+    await put(t, 'k', 1, TOKENS.admin);
+    const { page, problems, requests } = await visit(t);
+
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+    await page.locator('#dashboard').waitFor({ state: 'hidden' });
+    await poll(() => page.locator('#token').evaluate((el) => el === document.activeElement)).toBe(true);
+    await poll(() => page.locator('#connection').textContent()).toBe('Not signed in');
+
+    await page.locator('#token').fill('not-a-token');
+    await page.locator('#token').press('Enter');
+    await poll(() => page.locator('#token-error').textContent()).toBe('This token was not accepted (401 unauthorized). Check it and try again.');
+    await poll(() => page.locator('#token').getAttribute('aria-invalid')).toBe('true');
+    await page.locator('#dashboard').waitFor({ state: 'hidden' });
+    expect(await page.evaluate(() => sessionStorage.getItem('statelog.token'))).toBeNull();
+    await page.screenshot({ path: join(ARTIFACTS, 'token-refused.png') });
+
+    await page.locator('#token').fill(TOKENS.admin);
+    await page.locator('#sign-in button[type=submit]').click();
+    await page.locator('#dashboard').waitFor({ state: 'visible' });
+    await page.locator('#sign-in').waitFor({ state: 'hidden' });
+    await expectStat(page, 'live-keys', 1);
+    await poll(() => row(page, 'k').count()).toBe(1);
+    await poll(() => page.locator('#connection').textContent()).toMatch(/signed in with a token/);
+    expect(await page.evaluate(() => sessionStorage.getItem('statelog.token'))).toBe(TOKENS.admin);
+    expect(await page.evaluate(() => localStorage.length)).toBe(0);
+
+    // Kept for the tab: a reload goes straight to the dashboard.
+    await page.reload();
+    await page.locator('#dashboard').waitFor({ state: 'visible' });
+    await expectStat(page, 'live-keys', 1);
+    await streamLive(page);
+
+    // The token travels only in the Authorization header, never in a URL.
+    const api = requests.filter((r) => new URL(r.url).pathname.startsWith('/v1/'));
+    expect(api.length).toBeGreaterThan(3);
+    for (const r of requests) expect(r.url).not.toContain(TOKENS.admin);
+    expect(api.filter((r) => r.headers.authorization === `Bearer ${TOKENS.admin}`).length).toBeGreaterThan(2);
+
+    await page.locator('#sign-out').click();
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+    expect(await page.evaluate(() => sessionStorage.getItem('statelog.token'))).toBeNull();
+
+    // Chromium logs each 401 answer (the first look, the bad token) as a failed load.
+    expect(problems.filter((p) => !failedLoad(401).test(p))).toEqual([]);
+    expect(problems.filter((p) => failedLoad(401).test(p))).toHaveLength(2);
+  });
+
+  it('runs a compaction from the button with an admin token, and the records count drops', async () => {
+    const t = await server({
+      STATELOG_TOKENS: TOKENS_ENV,
+      STATELOG_MIN_COMPACTION_LAG_MS: '0',
+      STATELOG_TOMBSTONE_RETENTION_MS: '0',
+    });
+    for (let i = 0; i < 30; i += 1) await put(t, 'counter', i, TOKENS.admin);
+    await put(t, 'gone', 'soon', TOKENS.admin);
+    await t.http.delete('/v1/keys/gone').set(bearer(TOKENS.admin)).expect(200);
+    const before = await stats(t, TOKENS.admin);
+    expect(before.records).toBe(32);
+
+    const { page, problems } = await visit(t, { token: TOKENS.admin });
+    await expectStat(page, 'records', 32);
+    await expectStat(page, 'live-keys', 1);
+
+    // From the keyboard.
+    await page.locator('#compact').focus();
+    await page.keyboard.press('Enter');
+    await poll(() => page.locator('#compact-result').textContent()).toMatch(/^Compaction removed 31 records \(1 tombstone\) in [\d.]+ (ms|s)\.$/);
+    await expectStat(page, 'records', 1);
+    await expectStat(page, 'horizon', 32);
+    await expectStat(page, 'tombstones', 0);
+    await poll(() => page.locator('#stat-last-compaction').textContent()).toContain('removed 31 records (1 tombstone)');
+    await poll(() => page.locator('#stat-last-compaction').textContent()).toContain('compact now');
+    expect((await stats(t, TOKENS.admin)).records).toBe(1);
+    await poll(() => page.locator('#compact').isEnabled()).toBe(true);
+
+    // A second tooth of the saw: more writes, seen by a poll, then compacted away.
+    for (let i = 0; i < 20; i += 1) await put(t, 'counter', i, TOKENS.admin);
+    await expectStat(page, 'records', 21);
+    await page.locator('#compact').click();
+    await expectStat(page, 'records', 1);
+    const points = await page.locator('polyline.records').getAttribute('points');
+    expect(points!.split(' ').length).toBeGreaterThanOrEqual(4);
+    await page.screenshot({ path: join(ARTIFACTS, 'desktop-after-compaction.png') });
+
+    expect(problems).toEqual([]);
+  });
+
+  it('refuses compaction to a read token, says why, and remembers it for the tab', async () => {
+    const t = await server({ STATELOG_TOKENS: TOKENS_ENV, STATELOG_TOMBSTONE_RETENTION_MS: '0' });
+    for (let i = 0; i < 5; i += 1) await put(t, 'x', i, TOKENS.admin);
+    const { page, problems, requests } = await visit(t, { token: TOKENS.read });
+    await expectStat(page, 'records', 5);
+
+    await page.locator('#compact').click();
+    await poll(() => page.locator('#compact').isDisabled()).toBe(true);
+    await poll(() => page.locator('#compact-note').textContent()).toBe('Compaction needs an admin token; this token has the read role.');
+    expect((await stats(t, TOKENS.read)).records).toBe(5);
+    await expectStat(page, 'records', 5);
+
+    await page.reload();
+    await expectStat(page, 'records', 5);
+    await poll(() => page.locator('#compact').isDisabled()).toBe(true);
+    await poll(() => page.locator('#compact-note').textContent()).toMatch(/this token has the read role/);
+    const compactCalls = requests.filter((r) => r.method === 'POST' && r.url.endsWith('/v1/admin/compact'));
+    expect(compactCalls).toHaveLength(1);
+
+    expect(problems.filter((p) => !failedLoad(403).test(p))).toEqual([]);
+    expect(problems).toHaveLength(1);
+  });
+});
