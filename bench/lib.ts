@@ -1,7 +1,7 @@
 // Shared pieces of the benchmarks: servers in child processes, cached pre-filled logs,
 // statistics and small helpers. Every bench script imports from here.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,23 +46,37 @@ export function freePort(): Promise<number> {
   });
 }
 
+export interface StartOptions {
+  /** Options for node itself (--cpu-prof ...). */
+  nodeArgs?: string[];
+  /** Runs once the process has exited. */
+  cleanup?: () => void;
+  /** A command node runs under (strace ...); stop() then signals node, not the wrapper. */
+  wrapper?: string[];
+  /** The server's stdout: shown (default), or read from a pipe and dropped. */
+  output?: 'inherit' | 'discard';
+}
+
 /**
- * Starts a TypeScript entry point with tsx on a free port and waits until /healthz
- * answers. `cleanup` runs once the process has exited.
+ * Starts an entry point (TypeScript through tsx, or compiled JavaScript) on a free port
+ * and waits until /healthz answers.
  */
-export async function startNode(entry: string, env: Record<string, string>, cleanup = () => {}): Promise<Server> {
+export async function startNode(entry: string, env: Record<string, string>, options: StartOptions = {}): Promise<Server> {
   const port = await freePort();
-  const proc = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const nodeArgs = [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), ...(options.nodeArgs ?? []), entry];
+  const [command, ...args] = [...(options.wrapper ?? []), process.execPath, ...nodeArgs];
+  const proc = spawn(command!, args, {
     cwd: ROOT,
     // Per-request logging is off in benchmarks, for statelog and the baseline alike.
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', options.output === 'discard' ? 'pipe' : 'inherit', 'inherit'],
   });
+  proc.stdout?.resume();
   let exited = false;
   const exit = new Promise<void>((resolve) =>
     proc.once('exit', () => {
       exited = true;
-      cleanup();
+      options.cleanup?.();
       resolve();
     }),
   );
@@ -85,23 +99,29 @@ export async function startNode(entry: string, env: Record<string, string>, clea
     url,
     proc,
     stop: () => {
-      if (!exited) proc.kill('SIGTERM');
+      if (!exited) {
+        // Under a wrapper, node is the wrapper's child: signal it, and the wrapper ends with it.
+        const child = options.wrapper ? Number(readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(' ')[0]) : 0;
+        if (child > 0) process.kill(child, 'SIGTERM');
+        else proc.kill('SIGTERM');
+      }
       return exit;
     },
   };
 }
 
 /**
- * A statelog server (STATELOG_SYNC=full unless `env` says otherwise, no compaction timer)
+ * A statelog server (src/server.ts through tsx unless `options.entry` names another, such
+ * as the compiled dist/server.js; STATELOG_SYNC=full unless `env` says otherwise, no compaction timer)
  * on a fresh database in a temporary folder, or on `env.STATELOG_DB`. The temporary
  * folder is removed when the server stops.
  */
-export function startStatelog(env: Record<string, string> = {}): Promise<Server> {
+export function startStatelog(env: Record<string, string> = {}, options: StartOptions & { entry?: string } = {}): Promise<Server> {
   const dir = env.STATELOG_DB ? null : mkdtempSync(join(tmpdir(), 'statelog-bench-'));
   return startNode(
-    'src/server.ts',
+    options.entry ?? 'src/server.ts',
     { STATELOG_SYNC: 'full', STATELOG_COMPACT_INTERVAL_MS: '0', ...(dir ? { STATELOG_DB: join(dir, 'bench.db') } : {}), ...env },
-    () => dir && rmSync(dir, { recursive: true, force: true }),
+    { ...options, cleanup: () => dir && rmSync(dir, { recursive: true, force: true }) },
   );
 }
 
