@@ -1,6 +1,6 @@
 // Renders a results file of bench/run.ts as docs/BENCHMARKS.md and docs/bench-chart.svg.
 //   npx tsx bench/report.ts bench/results/<date>.json     (re-render without measuring)
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { FigureResult, Metric, SystemResult, Target } from './figure.js';
 import { isMain, median, ROOT, type Summary } from './lib.js';
@@ -178,6 +178,61 @@ export function renderChart(systems: SystemResult[], date: string): string {
   ].join('\n');
 }
 
+/** What bench/profile.ts writes (the parts the page shows). */
+export interface ProfileResults {
+  at: string;
+  command: string;
+  options: { seconds: number; rounds: number; connections: number };
+  load: { before: number[]; after: number[] };
+  profile: { load: { rps: number }; windowMs: number; areas: { label: string; percent: number }[] };
+  fsync: { fsyncsPerSecond: number; putsPerFsync: number; shareOfWallTimeInFsync: number; load: { rps: number } } | null;
+  variants: Record<string, { rps: Summary; p99: Summary; ratioToDefault: Summary }>;
+}
+
+/** The section on where a PUT's time goes, from the newest bench/results/profile-*.json. */
+export function renderProfile(p: ProfileResults): string {
+  const lines = [
+    "## Where a durable PUT's time goes",
+    '',
+    `\`${p.command}\` on ${p.at.slice(0, 10)} (load average ${p.load.before.join(', ')} before): the compiled server (\`dist/server.js\`)`,
+    `under ${p.options.connections} connections of durable PUTs for ${p.options.seconds} s, ${Math.round(p.profile.load.rps).toLocaleString('en-US')} req/s while profiled.`,
+    'Each sample of the V8 CPU profile is charged to the innermost frame of its stack that belongs to a known area;',
+    'native calls (SQLite statements, fdatasync) are charged to the JavaScript function that made them.',
+    '',
+    '| area | share of the time |',
+    '| --- | ---: |',
+    ...p.profile.areas.filter((a) => a.percent >= 0.5).map((a) => `| ${a.label} | ${a.percent.toFixed(1)} % |`),
+    '',
+  ];
+  if (p.fsync) {
+    lines.push(
+      `Under strace (fsync and fdatasync only, ${Math.round(p.fsync.load.rps).toLocaleString('en-US')} req/s): ${p.fsync.fsyncsPerSecond} fsyncs a second,`,
+      `${p.fsync.putsPerFsync} PUTs a fsync, and the server sat in fsync ${(100 * p.fsync.shareOfWallTimeInFsync).toFixed(0)} % of the wall-clock time —`,
+      'on its only JavaScript thread, since better-sqlite3 is synchronous.',
+      '',
+    );
+  }
+  lines.push(
+    'The same load on variants of the server changed only by the environment, alternating with the default',
+    `in each of ${p.options.rounds} rounds (median, min–max of the per-round ratio):`,
+    '',
+    '| variant | req/s | ratio to the default | p99 |',
+    '| --- | ---: | ---: | ---: |',
+    ...Object.entries(p.variants).map(
+      ([name, v]) =>
+        `| ${name} | ${formatNumber(v.rps.median)} | ${formatNumber(v.ratioToDefault.median)} (${formatNumber(v.ratioToDefault.min)} – ${formatNumber(v.ratioToDefault.max)}) | ${formatNumber(v.p99.median)} ms |`,
+    ),
+    '',
+  );
+  return lines.join('\n');
+}
+
+function newestProfile(): ProfileResults | null {
+  const dir = join(ROOT, 'bench', 'results');
+  const newest = readdirSync(dir).filter((name) => /^profile-.*\.json$/.test(name)).sort().at(-1);
+  return newest ? (JSON.parse(readFileSync(join(dir, newest), 'utf8')) as ProfileResults) : null;
+}
+
 /** Writes docs/BENCHMARKS.md and, when the results hold the peers figure, docs/bench-chart.svg. */
 export function writeDocs(results: Results): string[] {
   const peers = results.figures.find((f) => f.systems && !f.error);
@@ -188,7 +243,8 @@ export function writeDocs(results: Results): string[] {
     written.push(chart);
   }
   const page = join(DOCS, 'BENCHMARKS.md');
-  writeFileSync(page, renderMarkdown(results, peers ? 'bench-chart.svg' : null));
+  const profile = newestProfile();
+  writeFileSync(page, renderMarkdown(results, peers ? 'bench-chart.svg' : null) + (profile ? `\n${renderProfile(profile)}` : ''));
   written.push(page);
   return written.map((file) => relative(ROOT, file));
 }
