@@ -1,22 +1,37 @@
-// npm run bench:compact: compacts a log of 10,000,000 records over 100,000 keys in a real
-// server child process (STATELOG_SYNC=full) through POST /v1/admin/compact, while HTTP
-// PUTs arrive at 2,000/s. Reports records removed per second (target >= 300,000/s) and
-// write p99 during the run / write p99 before it (target <= 2).
+// Compaction of a pre-filled log in a real server child process (STATELOG_SYNC=full)
+// through POST /v1/admin/compact: records removed per second (target >= 300,000/s), and
+// write p99 while PUTs arrive at a steady rate, during the run / before it (target <= 2).
 // Each run compacts a fresh copy twice: alone (the removal rate), then with the writes.
-// Settings: BENCH_RECORDS, BENCH_KEYS, BENCH_RUNS (default 3), BENCH_WRITES_PER_SEC,
-// BENCH_WARMUP_MS, BENCH_BASELINE_MS, BENCH_DIR (scratch space, ~1.5 GB).
-import { rmSync } from 'node:fs';
-import { startChildServer } from '../test/child-server.js';
+//   npm run bench -- --only compact          the suite's size: 1,000,000 records
+//   npm run bench:compact                    full size: 10,000,000 records over 100,000 keys
+// Full-size settings: BENCH_RECORDS, BENCH_KEYS, BENCH_RUNS (default 3), BENCH_WRITES_PER_SEC,
+// BENCH_WARMUP_MS, BENCH_BASELINE_MS, BENCH_DIR (scratch space, ~1.5 GB at full size).
 import { keyName } from '../test/fill-log.js';
-import { BENCH_DIR, envNumber, filledTemplate, httpJson, median, percentile, round, saveResults, seconds, sleep, workingCopy } from './common.js';
+import type { Figure, RunSettings } from './figure.js';
+import { envNumber, filledTemplate, httpJson, percentile, round, secondsText, sleep, startStatelog, workingCopy } from './lib.js';
 import { PacedWriter, type WriteSample } from './paced-writer.js';
 
-const RECORDS = envNumber('BENCH_RECORDS', 10_000_000);
-const KEYS = envNumber('BENCH_KEYS', 100_000);
-const RUNS = envNumber('BENCH_RUNS', 3);
-const WRITES_PER_SEC = envNumber('BENCH_WRITES_PER_SEC', 2_000);
-const BASELINE_MS = envNumber('BENCH_BASELINE_MS', 10_000);
-const WARMUP_MS = envNumber('BENCH_WARMUP_MS', 8_000);
+interface Scale {
+  records: number;
+  keys: number;
+  runs: number;
+  writesPerSecond: number;
+  warmupMs: number;
+  baselineMs: number;
+}
+
+function scaleOf(settings: RunSettings): Scale {
+  if (settings.smoke) return { records: 20_000, keys: 200, runs: 1, writesPerSecond: 200, warmupMs: 300, baselineMs: 700 };
+  if (!settings.full) return { records: 1_000_000, keys: 10_000, runs: settings.rounds, writesPerSecond: 2_000, warmupMs: 3_000, baselineMs: 5_000 };
+  return {
+    records: envNumber('BENCH_RECORDS', 10_000_000),
+    keys: envNumber('BENCH_KEYS', 100_000),
+    runs: envNumber('BENCH_RUNS', 3),
+    writesPerSecond: envNumber('BENCH_WRITES_PER_SEC', 2_000),
+    warmupMs: envNumber('BENCH_WARMUP_MS', 8_000),
+    baselineMs: envNumber('BENCH_BASELINE_MS', 10_000),
+  };
+}
 
 interface CompactAnswer {
   removed: number;
@@ -39,13 +54,13 @@ function latency(samples: WriteSample[]) {
 
 /** Runs `work` against a server on a fresh copy of the log. */
 async function withServer<T>(template: string, work: (url: string) => Promise<T>): Promise<T> {
-  const db = workingCopy(template, 'compact-work.db');
-  const server = await startChildServer({ STATELOG_DB: db, STATELOG_COMPACT_INTERVAL_MS: '0', STATELOG_SYNC: 'full' });
+  const db = workingCopy(template, 'compact-work');
+  const server = await startStatelog({ STATELOG_DB: db.path });
   try {
     return await work(server.url);
   } finally {
-    await server.kill('SIGTERM');
-    for (const suffix of ['', '-wal', '-shm']) rmSync(`${db}${suffix}`, { force: true });
+    await server.stop();
+    db.dispose();
   }
 }
 
@@ -56,22 +71,17 @@ async function compact(url: string): Promise<CompactAnswer & { removedPerSecond:
   return { ...result, removedPerSecond: Math.round(result.removed / (result.durationMs / 1000)) };
 }
 
-/** The compaction on its own: how fast records go. */
-function alone(template: string) {
-  return withServer(template, compact);
-}
-
-/** The compaction while PUTs arrive at WRITES_PER_SEC: what it does to write latency. */
-function withWrites(template: string) {
+/** The compaction while PUTs arrive at a steady rate: what it does to write latency. */
+function withWrites(template: string, scale: Scale) {
   return withServer(template, async (url) => {
-    const writer = new PacedWriter(url, WRITES_PER_SEC, KEYS, keyName);
+    const writer = new PacedWriter(url, scale.writesPerSecond, scale.keys, keyName);
     writer.start();
     let baselineFrom, runFrom, runTo, result;
     try {
       // Long enough for the server's JIT and the client's connection pool to settle.
-      await sleep(WARMUP_MS);
+      await sleep(scale.warmupMs);
       baselineFrom = performance.now();
-      await sleep(BASELINE_MS);
+      await sleep(scale.baselineMs);
       runFrom = performance.now();
       result = await compact(url);
       runTo = performance.now();
@@ -84,42 +94,38 @@ function withWrites(template: string) {
   });
 }
 
-const template = filledTemplate(RECORDS, KEYS);
-const runs = [];
-for (let run = 1; run <= RUNS; run++) {
-  const quiet = await alone(template);
-  console.log(
-    `run ${run}: alone, removed ${quiet.removed.toLocaleString()} in ${seconds(quiet.durationMs)} s = ` +
-      `${quiet.removedPerSecond.toLocaleString()}/s`,
-  );
-  const busy = await withWrites(template);
-  console.log(
-    `run ${run}: with ${WRITES_PER_SEC}/s writes, removed ${busy.removed.toLocaleString()} in ${seconds(busy.durationMs)} s = ` +
-      `${busy.removedPerSecond.toLocaleString()}/s; write p99 ${busy.baseline.p99Ms} ms before, ${busy.during.p99Ms} ms during ` +
-      `(x${busy.p99Ratio}); ${busy.during.writes} writes during the run, ${busy.during.failed} failed`,
-  );
-  runs.push({ run, alone: quiet, withWrites: busy });
-}
-
-const summary = {
-  removedPerSecond: median(runs.map((r) => r.alone.removedPerSecond)),
-  removedPerSecondWithWrites: median(runs.map((r) => r.withWrites.removedPerSecond)),
-  writeP99BaselineMs: median(runs.map((r) => r.withWrites.baseline.p99Ms)),
-  writeP99DuringMs: median(runs.map((r) => r.withWrites.during.p99Ms)),
-  p99Ratio: median(runs.map((r) => r.withWrites.p99Ratio)),
+export const compactFigure: Figure = {
+  name: 'compact',
+  title: 'Compaction: removal rate, and write p99 while it runs',
+  async run(settings) {
+    const scale = scaleOf(settings);
+    const template = filledTemplate(scale.records, scale.keys, settings.log);
+    const runs = [];
+    for (let run = 1; run <= scale.runs; run++) {
+      const quiet = await withServer(template, compact);
+      settings.log(`run ${run}: alone, removed ${quiet.removed.toLocaleString()} in ${secondsText(quiet.durationMs)} s = ${quiet.removedPerSecond.toLocaleString()}/s`);
+      const busy = await withWrites(template, scale);
+      settings.log(
+        `run ${run}: with ${scale.writesPerSecond}/s writes, removed ${busy.removed.toLocaleString()} in ${secondsText(busy.durationMs)} s = ` +
+          `${busy.removedPerSecond.toLocaleString()}/s; write p99 ${busy.baseline.p99Ms} ms before, ${busy.during.p99Ms} ms during ` +
+          `(x${busy.p99Ratio}); ${busy.during.writes} writes during the run, ${busy.during.failed} failed`,
+      );
+      runs.push({ run, alone: quiet, withWrites: busy });
+    }
+    return {
+      scale:
+        `${scale.records.toLocaleString()} records over ${scale.keys.toLocaleString()} keys (${scale.records / scale.keys} versions a key), ` +
+        `PUTs at ${scale.writesPerSecond.toLocaleString()}/s (open loop), ${scale.baselineMs / 1000} s baseline, STATELOG_SYNC=full` +
+        (settings.full ? '' : '; full size (10,000,000 records over 100,000 keys): npm run bench:compact'),
+      settings: { ...scale, sync: 'full', failedWrites: runs.reduce((n, r) => n + r.withWrites.baseline.failed + r.withWrites.during.failed, 0) },
+      metrics: [
+        { label: 'records removed, alone', unit: 'records/s', values: runs.map((r) => r.alone.removedPerSecond), target: { op: '>=', value: 300_000 } },
+        { label: 'records removed, with writes', unit: 'records/s', values: runs.map((r) => r.withWrites.removedPerSecond) },
+        { label: 'write p99 before the run', unit: 'ms', values: runs.map((r) => r.withWrites.baseline.p99Ms) },
+        { label: 'write p99 during the run', unit: 'ms', values: runs.map((r) => r.withWrites.during.p99Ms) },
+        { label: 'ratio write p99 during / before', unit: '×', values: runs.map((r) => r.withWrites.p99Ratio), target: { op: '<=', value: 2 } },
+      ],
+      details: runs,
+    };
+  },
 };
-const file = saveResults('compact', {
-  records: RECORDS,
-  keys: KEYS,
-  writesPerSecond: WRITES_PER_SEC,
-  sync: 'full',
-  targets: { removedPerSecond: 300_000, p99Ratio: 2 },
-  medians: summary,
-  runs,
-  scratch: BENCH_DIR,
-});
-console.log(
-  `\nmedians of ${RUNS} runs: ${summary.removedPerSecond.toLocaleString()} records removed/s (target >= 300,000); ` +
-    `write p99 ${summary.writeP99BaselineMs} ms without compaction, ${summary.writeP99DuringMs} ms during, ` +
-    `ratio ${summary.p99Ratio} (target <= 2)\nresults: ${file}`,
-);

@@ -1,14 +1,32 @@
-// Shared pieces of the benchmarks: real servers in child processes, autocannon runs,
-// medians, and results written as JSON under bench/results/.
+// Shared pieces of the benchmarks: servers in child processes, cached pre-filled logs,
+// statistics and small helpers. Every bench script imports from here.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
+import { fillLog } from '../test/fill-log.js';
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
+
+/** True when the module at `moduleUrl` is the script node was started with. */
+export function isMain(moduleUrl: string): boolean {
+  return process.argv[1] !== undefined && moduleUrl === pathToFileURL(process.argv[1]).href;
+}
+
+/** A positive number from the environment, or `fallback`. */
+export function envNumber(name: string, fallback: number): number {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
+  return value;
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---------------------------------------------------------------- servers
 
 export interface Server {
   url: string;
@@ -22,123 +40,186 @@ export function freePort(): Promise<number> {
     const probe = createServer();
     probe.once('error', reject);
     probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
+      const { port } = (probe.address() as AddressInfo);
       probe.close(() => resolve(port));
     });
   });
 }
 
-/** Starts a TypeScript entry point with tsx on a free port and waits until it answers. */
-export async function startNode(entry: string, env: Record<string, string>): Promise<Server> {
+export interface StartOptions {
+  /** Options for node itself (--cpu-prof ...). */
+  nodeArgs?: string[];
+  /** Runs once the process has exited. */
+  cleanup?: () => void;
+  /** A command node runs under (strace ...); stop() then signals node, not the wrapper. */
+  wrapper?: string[];
+  /** The server's stdout: shown (default), or read from a pipe and dropped. */
+  output?: 'inherit' | 'discard';
+}
+
+/**
+ * Starts an entry point (TypeScript through tsx, or compiled JavaScript) on a free port
+ * and waits until /healthz answers.
+ */
+export async function startNode(entry: string, env: Record<string, string>, options: StartOptions = {}): Promise<Server> {
   const port = await freePort();
-  const proc = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const nodeArgs = [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), ...(options.nodeArgs ?? []), entry];
+  const [command, ...args] = [...(options.wrapper ?? []), process.execPath, ...nodeArgs];
+  const proc = spawn(command!, args, {
     cwd: ROOT,
     // Per-request logging is off in benchmarks, for statelog and the baseline alike.
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', options.output === 'discard' ? 'pipe' : 'inherit', 'inherit'],
   });
+  proc.stdout?.resume();
   let exited = false;
-  proc.once('exit', () => (exited = true));
+  const exit = new Promise<void>((resolve) =>
+    proc.once('exit', () => {
+      exited = true;
+      options.cleanup?.();
+      resolve();
+    }),
+  );
   const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     if (exited) throw new Error(`${entry} exited before answering`);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`${entry} did not answer within 60 s`);
+    }
     try {
       await fetch(`${url}/healthz`);
       break;
     } catch {
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
   }
   return {
     url,
     proc,
-    stop: () =>
-      new Promise((resolve) => {
-        if (exited) return resolve();
-        proc.once('exit', () => resolve());
-        proc.kill('SIGTERM');
-      }),
+    stop: () => {
+      if (!exited) {
+        // Under a wrapper, node is the wrapper's child: signal it, and the wrapper ends with it.
+        const child = options.wrapper ? Number(readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(' ')[0]) : 0;
+        if (child > 0) process.kill(child, 'SIGTERM');
+        else proc.kill('SIGTERM');
+      }
+      return exit;
+    },
   };
 }
 
-/** A statelog server on a fresh database in a temporary folder. */
-export function startStatelog(env: Record<string, string> = {}): Promise<Server> {
-  const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
-  return startNode('src/server.ts', {
-    STATELOG_DB: join(dir, 'bench.db'),
-    STATELOG_COMPACT_INTERVAL_MS: '0',
-    ...env,
-  });
+/**
+ * A statelog server (src/server.ts through tsx unless `options.entry` names another, such
+ * as the compiled dist/server.js; STATELOG_SYNC=full unless `env` says otherwise, no compaction timer)
+ * on a fresh database in a temporary folder, or on `env.STATELOG_DB`. The temporary
+ * folder is removed when the server stops.
+ */
+export function startStatelog(env: Record<string, string> = {}, options: StartOptions & { entry?: string } = {}): Promise<Server> {
+  const dir = env.STATELOG_DB ? null : mkdtempSync(join(tmpdir(), 'statelog-bench-'));
+  return startNode(
+    options.entry ?? 'src/server.ts',
+    { STATELOG_SYNC: 'full', STATELOG_COMPACT_INTERVAL_MS: '0', ...(dir ? { STATELOG_DB: join(dir, 'bench.db') } : {}), ...env },
+    { ...options, cleanup: () => dir && rmSync(dir, { recursive: true, force: true }) },
+  );
 }
 
-export interface LoadResult {
-  requests: number;
-  rps: number;
-  p50: number;
-  p99: number;
-  non2xx: number;
-  errors: number;
+/** The bare fastify baseline: the same PUT and GET routes and schemas, no store. */
+export function startBare(): Promise<Server> {
+  return startNode('bench/bare-server.ts', {});
 }
 
-export async function load(options: autocannon.Options): Promise<LoadResult> {
-  const result = await autocannon(options);
-  return {
-    requests: result.requests.total,
-    rps: result.requests.average,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    non2xx: result.non2xx,
-    errors: result.errors + result.timeouts,
-  };
+// ---------------------------------------------------------------- pre-filled logs
+
+/** Scratch space for the large databases: BENCH_DIR, or a folder in the system's temp. */
+export const BENCH_DIR = process.env.BENCH_DIR ?? join(tmpdir(), 'statelog-bench');
+
+function removeDb(path: string): void {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
 }
 
-/** Keys the PUT load spreads over. */
-export const PUT_KEYS = 10_000;
-
-/** Durable PUTs of a small object to random keys, with `connections` in flight. */
-export function durablePuts(url: string, connections: number, seconds: number): Promise<LoadResult> {
-  return load({
-    url,
-    connections,
-    duration: seconds,
-    requests: [
-      {
-        method: 'PUT',
-        headers: { 'content-type': 'application/json' },
-        setupRequest: (req) => ({
-          ...req,
-          path: `/v1/keys/user_${Math.floor(Math.random() * PUT_KEYS)}`,
-          body: `{"value":{"balance":${Math.floor(Math.random() * 1e6)},"currency":"EUR"}}`,
-        }),
-      },
-    ],
-  });
+/**
+ * A log of `records` records over `keys` keys (each key records / keys versions), filled
+ * once and kept in BENCH_DIR: filling 10,000,000 records takes a while. Filled under a
+ * temporary name and renamed, so two runs never see a half-filled file.
+ */
+export function filledTemplate(records: number, keys: number, log: (line: string) => void = console.log): string {
+  mkdirSync(BENCH_DIR, { recursive: true });
+  const path = join(BENCH_DIR, `log-${records}-${keys}.db`);
+  if (existsSync(path)) {
+    const db = new Database(path, { readonly: true });
+    const head = db.prepare('SELECT head FROM meta').pluck().get();
+    db.close();
+    if (head === records) return path;
+  }
+  const partial = `${path}.${process.pid}.filling`;
+  removeDb(partial);
+  const started = performance.now();
+  fillLog(partial, { records, keys });
+  removeDb(path);
+  renameSync(partial, path);
+  removeDb(partial);
+  log(`filled ${records.toLocaleString()} records over ${keys.toLocaleString()} keys in ${secondsText(performance.now() - started)} s`);
+  return path;
 }
 
+/** A fresh copy of `template` for this process to change; `dispose` removes it. */
+export function workingCopy(template: string, name: string): { path: string; dispose(): void } {
+  const path = join(BENCH_DIR, `${name}-${process.pid}.db`);
+  removeDb(path);
+  copyFileSync(template, path);
+  return { path, dispose: () => removeDb(path) };
+}
+
+// ---------------------------------------------------------------- statistics
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** The median (the mean of the two middle values for an even count). */
 export function median(values: number[]): number {
+  if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-export function summary(values: number[]) {
+export interface Summary {
+  median: number;
+  min: number;
+  max: number;
+  runs: number[];
+}
+
+export function summary(values: number[]): Summary {
   return { median: median(values), min: Math.min(...values), max: Math.max(...values), runs: values };
 }
 
-export function machine() {
-  return { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', platform: process.platform };
-}
+export const round = (value: number, digits = 2) => Number(value.toFixed(digits));
 
-/** Writes bench/results/<name>-<date>.json and returns its path. */
-export function saveResult(name: string, data: unknown): string {
-  const dir = join(ROOT, 'bench', 'results');
-  mkdirSync(dir, { recursive: true });
-  const file = join(dir, `${name}-${new Date().toISOString().slice(0, 10)}.json`);
-  writeFileSync(file, `${JSON.stringify({ name, at: new Date().toISOString(), machine: machine(), ...(data as object) }, null, 2)}\n`);
-  return file;
-}
+export const secondsText = (ms: number) => (ms / 1000).toFixed(1);
 
-export function flag(name: string, fallback: number): number {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 ? Number(process.argv[index + 1]) : fallback;
+// ---------------------------------------------------------------- HTTP without limits
+
+/**
+ * A request without a time limit (fetch gives up on headers after 300 s, and a large
+ * compaction answers only when done). Resolves with the status and the parsed body.
+ */
+export function httpJson(method: string, url: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string | number> = payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) };
+    const req = request(url, { method, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : null }));
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
 }

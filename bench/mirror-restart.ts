@@ -3,15 +3,16 @@
 // A server with 100,000 keys; a mirror syncs and saves its checkpoint; then, in rounds,
 // a new mirror starts from that checkpoint (reading only changes) and one starts without
 // it (snapshot=true). Target: ready from the checkpoint in <= 1 s.
-//   npx tsx bench/mirror-restart.ts [--keys 100000 --rounds 3]
+//   npx tsx bench/mirror-restart.ts   (settings: BENCH_KEYS, BENCH_RUNS)
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StateMirror, StatelogClient } from '../src/client/index.js';
-import { flag, saveResult, startStatelog, summary } from './lib.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { envNumber, ROOT, startStatelog, summary } from './lib.js';
 
-const keys = flag('keys', 100_000);
-const rounds = flag('rounds', 3);
+const keys = envNumber('BENCH_KEYS', 100_000);
+const rounds = envNumber('BENCH_RUNS', 3);
 
 async function readyIn(options: ConstructorParameters<typeof StateMirror>[0]): Promise<{ ms: number; size: number }> {
   const { head } = (await new StatelogClient({ url: options.url }).stats()) as { head: number };
@@ -60,7 +61,11 @@ try {
   console.log(
     `mirror ready from checkpoint: median ${result.readyFromCheckpointMs.median.toFixed(0)} ms; from snapshot ${result.readyFromSnapshotMs.median.toFixed(0)} ms`,
   );
-  console.log(`written to ${saveResult('mirror-restart', result)}`);
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${new Date().toISOString().slice(0, 10)}-mirror-restart.json`);
+  writeFileSync(file, `${JSON.stringify({ name: 'mirror-restart', at: new Date().toISOString(), ...result }, null, 2)}\n`);
+  console.log(`written to ${file}`);
 } finally {
   await server.stop();
 }

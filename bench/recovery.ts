@@ -1,20 +1,18 @@
-// npm run bench:recovery: what compaction buys a client that rebuilds the state. With
-// 100,000 keys x 100 versions, times replaying the whole uncompacted log from offset 0
-// against reading the snapshot after compaction (target: >= 50x faster).
+// What compaction buys a client that rebuilds the state: replaying the whole uncompacted
+// log from offset 0 against reading the snapshot after compaction (target: >= 50x faster).
 // Through the store API (store.readChanges and store.openSnapshot, the reads behind
 // GET /v1/changes and GET /v1/snapshot); the client parses every value as it would.
-// Settings: BENCH_KEYS, BENCH_VERSIONS, BENCH_RUNS (default 3), BENCH_DIR.
-import { rmSync } from 'node:fs';
+//   npm run bench -- --only recovery      the suite's size: 10,000 keys x 100 versions
+//   npm run bench:recovery                full size: 100,000 keys x 100 versions
+// Full-size settings: BENCH_KEYS, BENCH_VERSIONS, BENCH_RUNS (default 3), BENCH_DIR.
 import { Compactor, DEFAULT_BUDGET } from '../src/compactor.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { BENCH_DIR, envNumber, filledTemplate, median, round, saveResults, seconds, workingCopy } from './common.js';
+import type { Figure, RunSettings } from './figure.js';
+import { envNumber, filledTemplate, median, secondsText, workingCopy } from './lib.js';
 
-const KEYS = envNumber('BENCH_KEYS', 100_000);
-const VERSIONS = envNumber('BENCH_VERSIONS', 100);
-const RUNS = envNumber('BENCH_RUNS', 3);
-/** The largest page GET /v1/changes serves; the snapshot is read in pages of the same size. */
+/** The largest page GET /v1/changes serves. */
 const CHANGES_PAGE = 10_000;
-const SNAPSHOT_PAGE = 10_000;
+const SNAPSHOT_PAGE = 1_000;
 
 type State = Map<string, unknown>;
 
@@ -59,54 +57,60 @@ async function timed(times: number, rebuild: () => Promise<State>): Promise<{ ms
   return { ms, state };
 }
 
-const records = KEYS * VERSIONS;
-const db = workingCopy(filledTemplate(records, KEYS), 'recovery-work.db');
-const store = new SqliteStore({ path: db, sync: 'normal', idempotencyTtlMs: 60_000 });
-try {
-  const replay = await timed(RUNS, () => replayFromZero(store));
-  console.log(`replay of ${records.toLocaleString()} records from offset 0: ${replay.ms.map(seconds).join(', ')} s`);
-
-  const compactor = new Compactor({
-    intervalMs: 0,
-    minDirtyRatio: 0.5,
-    minLagMs: 0,
-    maxLagMs: 0,
-    tombstoneRetentionMs: 0,
-    store,
-    log: { info() {}, error() {} },
-    budget: DEFAULT_BUDGET,
-  });
-  const compaction = await compactor.run();
-  console.log(`compaction removed ${compaction.removed.toLocaleString()} records in ${seconds(compaction.durationMs)} s`);
-
-  const snapshot = await timed(Math.max(RUNS, 5), () => readSnapshot(store));
-  console.log(`snapshot of ${snapshot.state.size.toLocaleString()} keys after compaction: ${snapshot.ms.map((ms) => ms.toFixed(0)).join(', ')} ms`);
-
-  // Both ways must rebuild the same state, or the comparison means nothing.
-  if (replay.state.size !== KEYS || snapshot.state.size !== KEYS) throw new Error('a rebuild missed keys');
-  for (const [key, value] of replay.state) {
-    if (JSON.stringify(snapshot.state.get(key)) !== JSON.stringify(value)) throw new Error(`${key} differs`);
-  }
-
-  const replayMs = median(replay.ms);
-  const snapshotMs = median(snapshot.ms);
-  const ratio = round(replayMs / snapshotMs, 1);
-  const file = saveResults('recovery', {
-    keys: KEYS,
-    versions: VERSIONS,
-    via: 'store API (store.readChanges and store.openSnapshot, pages of 10,000)',
-    target: { ratio: 50 },
-    medians: { replayMs: round(replayMs), snapshotMs: round(snapshotMs), ratio },
-    replayMs: replay.ms.map((ms) => round(ms)),
-    snapshotMs: snapshot.ms.map((ms) => round(ms)),
-    compaction,
-    scratch: BENCH_DIR,
-  });
-  console.log(
-    `\nrebuilding ${KEYS.toLocaleString()} keys: replay from 0 ${seconds(replayMs)} s, snapshot ${snapshotMs.toFixed(0)} ms ` +
-      `(medians): ${ratio}x faster (target >= 50x)\nresults: ${file}`,
-  );
-} finally {
-  await store.close();
-  for (const suffix of ['', '-wal', '-shm']) rmSync(`${db}${suffix}`, { force: true });
+function scaleOf(settings: RunSettings) {
+  if (settings.smoke) return { keys: 200, versions: 20, runs: 1 };
+  if (!settings.full) return { keys: 10_000, versions: 100, runs: settings.rounds };
+  return { keys: envNumber('BENCH_KEYS', 100_000), versions: envNumber('BENCH_VERSIONS', 100), runs: envNumber('BENCH_RUNS', 3) };
 }
+
+export const recoveryFigure: Figure = {
+  name: 'recovery',
+  title: 'Recovery: replay of the whole log against a snapshot after compaction',
+  async run(settings) {
+    const { keys, versions, runs } = scaleOf(settings);
+    const records = keys * versions;
+    const db = workingCopy(filledTemplate(records, keys, settings.log), 'recovery-work');
+    const store = new SqliteStore({ path: db.path, sync: 'normal', idempotencyTtlMs: 60_000 });
+    try {
+      const replay = await timed(runs, () => replayFromZero(store));
+      settings.log(`replay of ${records.toLocaleString()} records from offset 0: ${replay.ms.map(secondsText).join(', ')} s`);
+      const compactor = new Compactor({
+        intervalMs: 0,
+        minDirtyRatio: 0.5,
+        minLagMs: 0,
+        maxLagMs: 0,
+        tombstoneRetentionMs: 0,
+        store,
+        log: { info() {}, error() {} },
+        budget: DEFAULT_BUDGET,
+      });
+      const compaction = await compactor.run();
+      settings.log(`compaction removed ${compaction.removed.toLocaleString()} records in ${secondsText(compaction.durationMs)} s`);
+      const snapshot = await timed(Math.max(runs, 5), () => readSnapshot(store));
+      settings.log(`snapshot of ${snapshot.state.size.toLocaleString()} keys after compaction: ${snapshot.ms.map((ms) => ms.toFixed(0)).join(', ')} ms`);
+
+      // Both ways must rebuild the same state, or the comparison means nothing.
+      if (replay.state.size !== keys || snapshot.state.size !== keys) throw new Error('a rebuild missed keys');
+      for (const [key, value] of replay.state) {
+        if (JSON.stringify(snapshot.state.get(key)) !== JSON.stringify(value)) throw new Error(`${key} differs`);
+      }
+      // Each replay against the median snapshot: one ratio a run.
+      const snapshotMs = median(snapshot.ms);
+      return {
+        scale:
+          `${keys.toLocaleString()} keys × ${versions} versions (${records.toLocaleString()} records), through the store API` +
+          (settings.full ? '' : '; full size (100,000 keys × 100 versions): npm run bench:recovery'),
+        settings: { keys, versions, runs, via: 'store.readChanges pages of 10,000; store.openSnapshot pages of 1,000' },
+        metrics: [
+          { label: 'replay from offset 0', unit: 'ms', values: replay.ms },
+          { label: 'snapshot after compaction', unit: 'ms', values: snapshot.ms },
+          { label: 'ratio replay / snapshot', unit: '×', values: replay.ms.map((ms) => ms / snapshotMs), target: { op: '>=', value: 50 } },
+        ],
+        details: { replayMs: replay.ms, snapshotMs: snapshot.ms, compaction },
+      };
+    } finally {
+      await store.close();
+      db.dispose();
+    }
+  },
+};

@@ -1,55 +1,88 @@
 // Durable PUT throughput and latency against a bare fastify route that only parses and
-// validates the same body, measured alternately in one run (the machine is noisy).
-//   npm run bench:write [-- --connections 50 --seconds 5 --rounds 3]
-import { durablePuts, flag, median, PUT_KEYS, saveResult, startNode, startStatelog, summary, type LoadResult } from './lib.js';
+// validates the same body (bench/bare-server.ts), measured alternately in one run (the
+// machine is noisy), at 50, 1 and 10 connections. Also the comparison helper that
+// bench/read.ts uses for GET.
+//   npm run bench -- --only write,write-c1,write-c10
+import { httpLoad, type HttpRequest, type LoopResult } from './closed-loop.js';
+import { alternate, ratios, type Figure, type Metric, type RunSettings } from './figure.js';
+import { startBare, startStatelog, type Server } from './lib.js';
 
-const connections = flag('connections', 50);
-const seconds = flag('seconds', 5);
-const rounds = flag('rounds', 3);
-const putLoad = (url: string) => durablePuts(url, connections, seconds);
+/** Keys the PUT load spreads over. */
+export const PUT_KEYS = 10_000;
 
-const statelog = await startStatelog({ STATELOG_SYNC: 'full' });
-const bare = await startNode('bench/bare-server.ts', {});
-const runs: { statelog: LoadResult; bare: LoadResult }[] = [];
-try {
-  await putLoad(statelog.url); // warm-up: JIT, page cache, first pages of the file
-  await putLoad(bare.url);
-  for (let round = 0; round < rounds; round++) {
-    // Alternate which side goes first so drift in the machine's load hits both.
-    const first = round % 2 === 0 ? 'statelog' : 'bare';
-    const a = await putLoad(first === 'statelog' ? statelog.url : bare.url);
-    const b = await putLoad(first === 'statelog' ? bare.url : statelog.url);
-    runs.push(first === 'statelog' ? { statelog: a, bare: b } : { statelog: b, bare: a });
-    console.log(`round ${round + 1}: statelog ${a.rps.toFixed(0)} req/s, bare ${b.rps.toFixed(0)} req/s`);
-  }
-} finally {
-  await statelog.stop();
-  await bare.stop();
+export const randomKey = () => `user_${Math.floor(Math.random() * PUT_KEYS)}`;
+export const randomValue = () => `{"balance":${Math.floor(Math.random() * 1e6)},"currency":"EUR"}`;
+
+/** A durable PUT of a small object to a random key of PUT_KEYS. */
+export const putRequest = (): HttpRequest => ({ method: 'PUT', path: `/v1/keys/${randomKey()}`, body: `{"value":${randomValue()}}` });
+
+export interface VersusBare {
+  statelog: LoopResult[];
+  bare: LoopResult[];
 }
 
-const rpsRatios = runs.map((r) => r.statelog.rps / r.bare.rps);
-const p99Ratios = runs.map((r) => r.statelog.p99 / Math.max(r.bare.p99, 1));
-const result = {
-  settings: { connections, seconds, rounds, keys: PUT_KEYS, sync: 'full' },
-  statelog: {
-    rps: summary(runs.map((r) => r.statelog.rps)),
-    p50: summary(runs.map((r) => r.statelog.p50)),
-    p99: summary(runs.map((r) => r.statelog.p99)),
-    non2xx: runs.reduce((n, r) => n + r.statelog.non2xx + r.statelog.errors, 0),
-  },
-  bare: {
-    rps: summary(runs.map((r) => r.bare.rps)),
-    p50: summary(runs.map((r) => r.bare.p50)),
-    p99: summary(runs.map((r) => r.bare.p99)),
-  },
-  ratio: { rps: summary(rpsRatios), p99: summary(p99Ratios) },
-  targets: { rpsRatio: '>= 0.60', p99Ratio: '<= 2' },
-};
-const file = saveResult(`write-c${connections}`, result);
-console.log(
-  `durable PUT c=${connections}: statelog ${median(runs.map((r) => r.statelog.rps)).toFixed(0)} req/s ` +
-    `(p50 ${median(runs.map((r) => r.statelog.p50))} ms, p99 ${median(runs.map((r) => r.statelog.p99))} ms); ` +
-    `bare ${median(runs.map((r) => r.bare.rps)).toFixed(0)} req/s (p50 ${median(runs.map((r) => r.bare.p50))} ms, ` +
-    `p99 ${median(runs.map((r) => r.bare.p99))} ms); ratio ${median(rpsRatios).toFixed(2)}, p99 ratio ${median(p99Ratios).toFixed(2)}`,
-);
-console.log(`written to ${file}`);
+/**
+ * The same closed-loop load on statelog (STATELOG_SYNC=full) and on the bare fastify
+ * server, alternating within each round after a warm-up of each.
+ */
+export async function versusBare(
+  settings: RunSettings,
+  connections: number,
+  next: () => HttpRequest,
+  prepare: (statelog: Server) => Promise<void> = async () => {},
+): Promise<VersusBare> {
+  const servers = { statelog: await startStatelog(), bare: await startBare() };
+  try {
+    await prepare(servers.statelog);
+    const run = (side: keyof typeof servers, seconds: number) => httpLoad(servers[side].url, connections, seconds, next);
+    // Warm-up: JIT, page cache, the first pages of the file, connections.
+    await run('statelog', settings.warmupSeconds);
+    await run('bare', settings.warmupSeconds);
+    return await alternate(settings.rounds, ['statelog', 'bare'] as const, async (side, round) => {
+      const result = await run(side, settings.seconds);
+      settings.log(`round ${round + 1}: ${side} ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`);
+      return result;
+    });
+  } finally {
+    await servers.statelog.stop();
+    await servers.bare.stop();
+  }
+}
+
+/** req/s, p50 and p99 of both sides, and the per-round ratios. */
+export function versusBareMetrics(what: string, runs: VersusBare, rpsTarget: number, p99Target?: number): Metric[] {
+  const pick = (side: keyof VersusBare, field: 'rps' | 'p50' | 'p99') => runs[side].map((r) => r[field]);
+  return [
+    { label: `statelog ${what}`, unit: 'req/s', values: pick('statelog', 'rps') },
+    { label: `bare fastify ${what}`, unit: 'req/s', values: pick('bare', 'rps') },
+    { label: 'ratio statelog / bare (req/s)', unit: '×', values: ratios(pick('statelog', 'rps'), pick('bare', 'rps')), target: { op: '>=', value: rpsTarget } },
+    { label: 'statelog p50', unit: 'ms', values: pick('statelog', 'p50') },
+    { label: 'statelog p99', unit: 'ms', values: pick('statelog', 'p99') },
+    { label: 'bare fastify p50', unit: 'ms', values: pick('bare', 'p50') },
+    { label: 'bare fastify p99', unit: 'ms', values: pick('bare', 'p99') },
+    {
+      label: 'ratio statelog / bare (p99)',
+      unit: '×',
+      values: ratios(pick('statelog', 'p99'), pick('bare', 'p99')),
+      ...(p99Target === undefined ? {} : { target: { op: '<=' as const, value: p99Target } }),
+    },
+  ];
+}
+
+export const failedRequests = (runs: VersusBare) => [...runs.statelog, ...runs.bare].reduce((n, r) => n + r.errors, 0);
+
+export function writeFigure(connections: number): Figure {
+  return {
+    name: connections === 50 ? 'write' : `write-c${connections}`,
+    title: `Durable PUT, c = ${connections}, against a bare fastify route`,
+    async run(settings) {
+      const runs = await versusBare(settings, connections, putRequest);
+      return {
+        scale: `${connections} connections, ${settings.seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
+        settings: { connections, seconds: settings.seconds, rounds: settings.rounds, keys: PUT_KEYS, sync: 'full', failedRequests: failedRequests(runs) },
+        metrics: versusBareMetrics('PUT', runs, 0.6, 2),
+        details: runs,
+      };
+    },
+  };
+}

@@ -1,0 +1,47 @@
+// POST /v1/records with batches of 100 sets, 50 connections, STATELOG_SYNC=full:
+// records committed per second (target >= 70,000).
+//   npm run bench -- --only batch
+import { httpLoad, type HttpRequest } from './closed-loop.js';
+import type { Figure } from './figure.js';
+import { startStatelog } from './lib.js';
+import { PUT_KEYS, randomKey, randomValue } from './write.js';
+
+const BATCH = 100;
+/** Bodies made before the load, so the generator spends its time sending, not building. */
+const BODIES = 256;
+
+export const batchFigure: Figure = {
+  name: 'batch',
+  title: `POST /v1/records, batches of ${BATCH}, c = 50`,
+  async run(settings) {
+    const connections = 50;
+    const bodies = Array.from({ length: BODIES }, () => {
+      const records = Array.from({ length: BATCH }, () => `{"key":"${randomKey()}","value":${randomValue()}}`);
+      return `{"records":[${records.join(',')}]}`;
+    });
+    const next = (): HttpRequest => ({ method: 'POST', path: '/v1/records', body: bodies[Math.floor(Math.random() * BODIES)]! });
+    const server = await startStatelog();
+    const runs = [];
+    try {
+      await httpLoad(server.url, connections, settings.warmupSeconds, next);
+      for (let round = 0; round < settings.rounds; round++) {
+        const result = await httpLoad(server.url, connections, settings.seconds, next);
+        settings.log(`round ${round + 1}: ${(result.rps * BATCH).toFixed(0)} records/s (${result.rps.toFixed(0)} batches/s), p99 ${result.p99.toFixed(1)} ms`);
+        runs.push(result);
+      }
+    } finally {
+      await server.stop();
+    }
+    return {
+      scale: `${connections} connections, ${BATCH} sets of random keys of ${PUT_KEYS.toLocaleString()} a batch, ${settings.seconds} s a round, STATELOG_SYNC=full`,
+      settings: { connections, batch: BATCH, seconds: settings.seconds, rounds: settings.rounds, sync: 'full', failedRequests: runs.reduce((n, r) => n + r.errors, 0) },
+      metrics: [
+        { label: 'records committed', unit: 'records/s', values: runs.map((r) => r.rps * BATCH), target: { op: '>=', value: 70_000 } },
+        { label: 'batches', unit: 'req/s', values: runs.map((r) => r.rps) },
+        { label: 'batch p50', unit: 'ms', values: runs.map((r) => r.p50) },
+        { label: 'batch p99', unit: 'ms', values: runs.map((r) => r.p99) },
+      ],
+      details: runs,
+    };
+  },
+};

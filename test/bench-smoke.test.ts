@@ -1,0 +1,74 @@
+// The benchmark harness works: the smoke mode of a fast subset of the suite runs end to
+// end through bench/run.ts (real servers, the load generator, the incr check, the
+// results file), and the report renders from what it wrote. The real numbers are never
+// measured in CI.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { renderChart, renderMarkdown, type Results } from '../bench/report.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-smoke-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function runSuite(args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('exit', (code) => resolve({ code, output }));
+  });
+}
+
+describe('npm run bench -- --smoke', () => {
+  it('runs write, read and incr briefly and writes a results file the report renders', { timeout: 120_000 }, async () => {
+    const out = join(dir, 'smoke.json');
+    const { code, output } = await runSuite(['--smoke', '--only', 'write,read,incr', '--out', out]);
+    expect(code, output).toBe(0);
+    const results = JSON.parse(readFileSync(out, 'utf8')) as Results;
+    expect(results.figures.map((f) => f.name)).toEqual(['write', 'read', 'incr']);
+    expect(results.versions.node).toBe(process.version);
+    expect(results.machine.cores).toBeGreaterThan(0);
+    for (const figure of results.figures) {
+      expect(figure.error, figure.name).toBeUndefined();
+      expect(figure.settings?.failedRequests, figure.name).toBe(0);
+      for (const metric of figure.metrics!) expect(Number.isFinite(metric.median), `${figure.name}: ${metric.label}`).toBe(true);
+    }
+    const metric = (figure: string, label: string) =>
+      results.figures.find((f) => f.name === figure)!.metrics!.find((m) => m.label.startsWith(label))!;
+    expect(metric('write', 'statelog PUT').median).toBeGreaterThan(0);
+    expect(metric('read', 'ratio statelog / bare').median).toBeGreaterThan(0);
+    expect(metric('incr', 'acknowledged increments').median).toBeGreaterThan(0);
+    // The harness's own check: no acknowledged increment lost.
+    expect(metric('incr', 'lost updates').median).toBe(0);
+    expect(metric('incr', 'duplicate results').median).toBe(0);
+
+    const page = renderMarkdown(results, null);
+    for (const figure of results.figures) expect(page).toContain(`### ${figure.title}`);
+    expect(page).toContain('| write: ratio statelog / bare (req/s) |');
+  });
+
+  it('refuses an unknown figure name', async () => {
+    const { code, output } = await runSuite(['--smoke', '--only', 'nonesuch']);
+    expect(code).not.toBe(0);
+    expect(output).toContain('unknown figure nonesuch');
+  });
+
+  it('draws the chart from the systems of the peers figure', () => {
+    const svg = renderChart(
+      [
+        { name: 'statelog', fsync: 'yes: ...', rps: [5000, 5200, 4900], p50: [8, 8, 9], p99: [30, 28, 31], errors: 0 },
+        { name: 'NATS KV', fsync: 'no: ...', rps: [12000, 12500, 11000], p50: [3, 3, 3], p99: [19, 20, 18], errors: 0 },
+      ],
+      '2026-11-29',
+    );
+    expect(svg.startsWith('<svg')).toBe(true);
+    expect(svg).toContain('statelog');
+    expect(svg).toContain('NATS KV *');
+    expect(svg).toContain('5,000 req/s');
+  });
+});
