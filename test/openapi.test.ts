@@ -1,19 +1,30 @@
 // openapi.yaml against the code: the document is valid OpenAPI 3.1 and its schemas
 // compile; it lists exactly the routes the app registers; its request schemas accept
-// what the server accepts; and real answers, for every documented status of every
-// route, match it (test/support/openapi-responses.ts). The last test fails when a
-// documented status was never produced here.
+// what the server accepts; it documents auth as src/auth.ts applies it; and real
+// answers, for every documented status of every route, match it
+// (test/support/openapi-responses.ts): ordinary requests, then with tokens, while the
+// event loop is saturated, with readers that stop reading, while shutting down and when
+// the database fails. The last test fails when a documented status was never produced here.
+import http from 'node:http';
+import type { Socket } from 'node:net';
 import { compileErrors, validate } from '@readme/openapi-parser';
-import type { Response } from 'supertest';
+import supertest, { type Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from './helpers.js';
+import { requiredRole } from '../src/auth.js';
+import type { Role } from '../src/config.js';
+import type { SqliteStore } from '../src/store/sqlite-store.js';
+import { json, startApp, TEST_STORE, type TestApp } from './helpers.js';
+import { baseUrl, SseClient, untilStalled } from './stream-clients.js';
+import { askUntil, saturate } from './support/load.js';
 import {
   documentedResponses,
   documentedRoutes,
+  exampleProblems,
   exercisedResponses,
   expectDocumented,
   loadOpenApi,
   OPENAPI_FILE,
+  parseEventStream,
   requestBodyProblems,
   schemaPointers,
   schemaValidator,
@@ -21,25 +32,35 @@ import {
 } from './support/openapi-responses.js';
 
 const KEY = '/v1/keys/{key}';
+const STREAM = 'GET /v1/changes/stream';
 const MAX_VALUE_BYTES = 64;
+const OTHER_EPOCH = '0123456789abcdef0123456789abcdef';
+
+/** What a request gives back: supertest's Response, or the same read by hand for an event stream. */
+type Answer = Pick<Response, 'status' | 'headers' | 'text' | 'body'>;
+
+/** The app as one caller sees it: its requests carry that caller's token, if it has one. */
+interface Caller extends TestApp {
+  authorization?: string;
+}
 
 const keyPath = (key: string): string => `/v1/keys/${encodeURIComponent(key)}`;
 const text = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
 
-function put(t: TestApp, key: string, body: unknown, headers: Record<string, string> = {}) {
+function put(t: Caller, key: string, body: unknown, headers: Record<string, string> = {}) {
   return t.http.put(keyPath(key)).set({ ...json, ...headers }).send(text(body));
 }
 
-function del(t: TestApp, key: string, headers: Record<string, string> = {}) {
+function del(t: Caller, key: string, headers: Record<string, string> = {}) {
   return t.http.delete(keyPath(key)).set(headers);
 }
 
-function batch(t: TestApp, records: unknown, headers: Record<string, string> = {}) {
+function batch(t: Caller, records: unknown, headers: Record<string, string> = {}) {
   return t.http.post('/v1/records').set({ ...json, ...headers }).send(text({ records }));
 }
 
 /** Sets a key, then deletes it. */
-async function gone(t: TestApp, key: string): Promise<void> {
+async function gone(t: Caller, key: string): Promise<void> {
   await put(t, key, { value: 1 });
   await del(t, key);
 }
@@ -50,7 +71,55 @@ async function twice(send: () => PromiseLike<Response>): Promise<Response> {
   return send();
 }
 
-const replayed = (res: Response) => expect(res.headers['idempotent-replayed']).toBe('true');
+const replayed = (res: Answer) => expect(res.headers['idempotent-replayed']).toBe('true');
+
+function parseJson(body: string): unknown {
+  try {
+    return JSON.parse(body) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The lines of an NDJSON body, parsed. */
+const ndjson = (body: string): Record<string, unknown>[] =>
+  body.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
+
+/** The events of an event-stream body that have a type (the first item is `retry` alone). */
+const events = (res: Answer) => parseEventStream(res.text).filter((e) => e.event !== undefined);
+
+/**
+ * GET /v1/changes/stream?query, read by hand: supertest would wait for an end that never
+ * comes. An error answer is read whole; a stream is read until `read` has seen what it
+ * waits for (by default, the opening comment), then dropped. Its text is what came.
+ */
+async function stream(
+  t: Caller,
+  query: string,
+  headers: Record<string, string> = {},
+  read: (s: SseClient) => Promise<void> = (s) => s.until(() => s.comments > 0),
+): Promise<Answer> {
+  const authorization: Record<string, string> = t.authorization ? { authorization: t.authorization } : {};
+  const opened = await SseClient.open(`${baseUrl(t.app)}/v1/changes/stream?${query}`, { ...authorization, ...headers });
+  if (!(opened instanceof SseClient)) {
+    return { status: opened.status, headers: opened.headers as Answer['headers'], text: opened.body, body: parseJson(opened.body) };
+  }
+  try {
+    await read(opened);
+  } finally {
+    opened.close();
+  }
+  return { status: 200, headers: opened.response.headers as Answer['headers'], text: opened.text, body: {} };
+}
+
+/** Waits until `count` requests wait for a commit (long polls, streams). */
+async function waiters(t: TestApp, count: number): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (t.app.services.notifier.waiting < count) {
+    if (Date.now() > deadline) throw new Error(`${t.app.services.notifier.waiting} waiting, not ${count}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
 
 /** One request under test: the route it exercises ("PUT /v1/keys/{key}"), what it expects, and how to send it. */
 interface Case {
@@ -58,8 +127,10 @@ interface Case {
   status: number;
   code?: string;
   name: string;
-  send(t: TestApp): PromiseLike<Response>;
-  check?(res: Response): void;
+  /** Only on this store: the case reaches into its internals. */
+  store?: 'sqlite' | 'postgres';
+  send(t: Caller): PromiseLike<Answer>;
+  check?(res: Answer): void;
 }
 
 const cases: Case[] = [
@@ -377,10 +448,237 @@ const cases: Case[] = [
   { route: 'GET /healthz', status: 200, name: 'alive', send: (t) => t.http.get('/healthz') },
   { route: 'GET /readyz', status: 200, name: 'ready', send: (t) => t.http.get('/readyz') },
   { route: 'GET /metrics', status: 200, name: 'Prometheus text', send: (t) => t.http.get('/metrics') },
+
+  // GET /v1/snapshot
+  {
+    route: 'GET /v1/snapshot', status: 200, name: 'the live keys of the prefix in byte order, then the last line',
+    send: async (t) => {
+      await batch(t, [{ key: 'snap/b', value: 2 }, { key: 'snap/a', value: [1] }, { key: 'snap/c', value: 3 }]);
+      await del(t, 'snap/c');
+      return t.http.get('/v1/snapshot').query({ prefix: 'snap/' });
+    },
+    check: (res) => {
+      const lines = ndjson(res.text);
+      expect(lines.map((line) => line.key)).toEqual(['snap/a', 'snap/b', undefined]);
+      const offset = Number(res.headers['x-log-offset']);
+      expect(lines.at(-1)).toEqual({ end: true, offset, count: 2, epoch: res.headers['x-log-epoch'] });
+      expect(res.headers['cache-control']).toBe('no-store');
+    },
+  },
+  {
+    route: 'GET /v1/snapshot', status: 200, name: 'no live key with the prefix: the last line alone',
+    send: (t) => t.http.get('/v1/snapshot').query({ prefix: 'snap/none/' }),
+    check: (res) => expect(ndjson(res.text)).toEqual([expect.objectContaining({ end: true, count: 0 })]),
+  },
+  ...['prefix=%01', 'limit=5', 'prefix=a&prefix=b'].map(
+    (query): Case => ({
+      route: 'GET /v1/snapshot', status: 400, code: 'invalid_request', name: `query ${query}`,
+      send: (t) => t.http.get(`/v1/snapshot?${query}`),
+    }),
+  ),
+
+  // GET /v1/changes
+  {
+    route: 'GET /v1/changes', status: 200, name: 'a full page: next is its last record',
+    send: async (t) => {
+      const { body } = await batch(t, ['ch/a', 'ch/b', 'ch/c'].map((key) => ({ key, value: key })));
+      return t.http.get('/v1/changes').query({ after: body.offset - 3, limit: 2 });
+    },
+    check: (res) => {
+      expect(res.body.records.map((r: { key: string }) => r.key)).toEqual(['ch/a', 'ch/b']);
+      expect(res.body.next).toBe(res.body.records[1].offset);
+      expect(res.body.head).toBeGreaterThan(res.body.next);
+    },
+  },
+  {
+    route: 'GET /v1/changes', status: 200, name: 'a filtered page that is not full: next is the head; delete markers included',
+    send: async (t) => {
+      const { body } = await batch(t, [
+        { key: 'ch/x/1', value: 1 }, { key: 'ch/y/1', value: 1 }, { key: 'ch/x/1', op: 'delete' }, { key: 'ch/y/2', value: 2 },
+      ]);
+      return t.http.get('/v1/changes').query({ after: body.offset - 4, prefix: 'ch/x/' });
+    },
+    check: (res) => {
+      expect(res.body.records.map((r: { op: string }) => r.op)).toEqual(['set', 'delete']);
+      expect(res.body.records[1]).not.toHaveProperty('value');
+      expect(res.body.next).toBe(res.body.head);
+      expect(res.body.next).toBe(res.body.records[1].offset + 1);
+    },
+  },
+  {
+    route: 'GET /v1/changes', status: 200, name: 'a long poll answered when a record of its prefix commits',
+    send: async (t) => {
+      const { body } = await put(t, 'ch/poll/other', { value: 0 });
+      const poll = t.http.get('/v1/changes').query({ after: body.offset, prefix: 'ch/poll/mine', wait: 20 }).then((res) => res);
+      await waiters(t, 1);
+      await put(t, 'ch/poll/other', { value: 1 });
+      await waiters(t, 1);
+      await put(t, 'ch/poll/mine', { value: 2 });
+      return poll;
+    },
+    check: (res) => expect(res.body.records).toEqual([expect.objectContaining({ key: 'ch/poll/mine', value: 2 })]),
+  },
+  {
+    route: 'GET /v1/changes', status: 200, name: 'a long poll whose wait ends: no records, next is the head',
+    send: async (t) => {
+      const { body } = await put(t, 'ch/quiet', { value: 1 });
+      return t.http.get('/v1/changes').query({ after: body.offset - 1, prefix: 'ch/none/', wait: 0.2 });
+    },
+    check: (res) => expect(res.body).toMatchObject({ records: [], next: res.body.head }),
+  },
+  ...[
+    'limit=0', 'limit=10001', 'wait=61', 'wait=-1', 'wait=soon', 'after=-1', 'after=1.5', 'after=9007199254740992',
+    'prefix=%7F', 'epoch=', 'cursor=x', 'after=1&after=2',
+  ].map(
+    (query): Case => ({
+      route: 'GET /v1/changes', status: 400, code: 'invalid_request', name: `query ${query}`,
+      send: (t) => t.http.get(`/v1/changes?${query}`),
+    }),
+  ),
+  {
+    route: 'GET /v1/changes', status: 410, code: 'offset_ahead', name: 'after beyond the head',
+    send: async (t) => {
+      const { body } = await put(t, 'ch/ahead', { value: 1 });
+      return t.http.get('/v1/changes').query({ after: body.offset + 1000 });
+    },
+    check: (res) => expect(res.body.error.head).toEqual(expect.any(Number)),
+  },
+  {
+    route: 'GET /v1/changes', status: 410, code: 'epoch_changed', name: 'another epoch',
+    send: (t) => t.http.get('/v1/changes').query({ epoch: OTHER_EPOCH }),
+    check: (res) => expect(res.body.error.epoch).toMatch(/^[0-9a-f]{32}$/),
+  },
+  {
+    route: 'GET /v1/changes', status: 410, code: 'offset_compacted', name: 'after below the horizon (a delete marker compacted away)',
+    send: async (t) => {
+      const { body } = await batch(t, [{ key: 'ch/gone', value: 1 }, { key: 'ch/gone', op: 'delete' }]);
+      expect((await t.http.post('/v1/admin/compact')).body.horizon).toBeGreaterThanOrEqual(body.offset);
+      return t.http.get('/v1/changes').query({ after: body.offset - 1 });
+    },
+    check: (res) => expect(res.body.error.horizon).toBeGreaterThan(0),
+  },
+
+  // GET /v1/changes/stream
+  {
+    route: STREAM, status: 200, name: 'records of the prefix, then progress past the others',
+    send: async (t) => {
+      const { body } = await batch(t, [{ key: 'st/a/1', value: 1 }, { key: 'st/b/1', value: 2 }]);
+      return stream(t, `after=${body.offset - 2}&prefix=st/a/`, {}, (s) => s.until((e) => e.some((event) => event.event === 'progress')));
+    },
+    check: (res) => {
+      expect(parseEventStream(res.text)[0]).toEqual({ retry: 1000 });
+      const [record, progress] = events(res);
+      expect(JSON.parse(record!.data!)).toMatchObject({ key: 'st/a/1', op: 'set', value: 1, offset: Number(record!.id) });
+      expect(progress).toEqual({ id: String(Number(record!.id) + 1), event: 'progress', data: `{"offset":${Number(record!.id) + 1}}` });
+      expect(res.headers['x-log-epoch']).toMatch(/^[0-9a-f]{32}$/);
+    },
+  },
+  {
+    route: STREAM, status: 200, name: 'snapshot=true: the live keys without ids, snapshot-end, then the records after it',
+    send: async (t) => {
+      await batch(t, [{ key: 'st/s/1', value: 1 }, { key: 'st/s/2', value: 2 }, { key: 'st/s/1', op: 'delete' }]);
+      return stream(t, 'snapshot=true&prefix=st/s/', {}, async (s) => {
+        await s.until((e) => e.some((event) => event.event === 'snapshot-end'));
+        await put(t, 'st/s/3', { value: 3 });
+        await s.until((e) => e.at(-1)?.event === 'record' && e.at(-1)?.id !== undefined);
+      });
+    },
+    check: (res) => {
+      const [snapshot, end, live] = events(res);
+      expect([snapshot?.id, end?.event, live?.event]).toEqual([undefined, 'snapshot-end', 'record']);
+      expect(JSON.parse(snapshot!.data!)).toMatchObject({ key: 'st/s/2', op: 'set', value: 2 });
+      expect(JSON.parse(live!.data!)).toMatchObject({ key: 'st/s/3', op: 'set', value: 3 });
+      expect(Number(live!.id)).toBeGreaterThan(Number(end!.id));
+    },
+  },
+  {
+    route: STREAM, status: 200, name: 'Last-Event-ID resumes after it, whatever after says',
+    send: async (t) => {
+      const { body } = await batch(t, [{ key: 'st/r', value: 1 }, { key: 'st/r', value: 2 }]);
+      const resume = { 'last-event-id': String(body.offset - 1) };
+      return stream(t, 'after=0&prefix=st/r', resume, (s) => s.until((e) => e.length > 0));
+    },
+    check: (res) => expect(JSON.parse(events(res)[0]!.data!)).toMatchObject({ key: 'st/r', value: 2 }),
+  },
+  ...[
+    ['snapshot=true&after=0', {}], ['snapshot=maybe', {}], ['after=-1', {}], ['prefix=%00', {}], ['limit=10', {}],
+    ['', { 'last-event-id': 'abc' }], ['', { 'last-event-id': '1 2' }],
+  ].map(
+    ([query, headers]): Case => ({
+      route: STREAM, status: 400, code: 'invalid_request', name: `query ${query} ${JSON.stringify(headers)}`,
+      send: (t) => stream(t, query as string, headers as Record<string, string>),
+    }),
+  ),
+  {
+    route: STREAM, status: 410, code: 'offset_ahead', name: 'after beyond the head',
+    send: async (t) => {
+      const { body } = await put(t, 'st/ahead', { value: 1 });
+      return stream(t, `after=${body.offset + 1000}`);
+    },
+  },
+  {
+    route: STREAM, status: 410, code: 'epoch_changed', name: 'snapshot=true for another epoch',
+    send: (t) => stream(t, `snapshot=true&epoch=${OTHER_EPOCH}`),
+  },
+  {
+    route: STREAM, status: 410, code: 'offset_compacted', name: 'a Last-Event-ID below the horizon',
+    send: async (t) => {
+      const { body } = await batch(t, [{ key: 'st/gone', value: 1 }, { key: 'st/gone', op: 'delete' }]);
+      await t.http.post('/v1/admin/compact');
+      return stream(t, 'after=0', { 'last-event-id': String(body.offset - 1) });
+    },
+    check: (res) => expect(res.body.error.horizon).toBeGreaterThan(0),
+  },
+
+  // POST /v1/admin/compact
+  {
+    route: 'POST /v1/admin/compact', status: 200, name: 'removes superseded records and expired delete markers',
+    send: async (t) => {
+      await batch(t, [{ key: 'cmp/a', value: 1 }, { key: 'cmp/a', value: 2 }, { key: 'cmp/b', value: 1 }, { key: 'cmp/b', op: 'delete' }]);
+      return t.http.post('/v1/admin/compact');
+    },
+    check: (res) => {
+      expect(res.body.removed).toBeGreaterThanOrEqual(3);
+      expect(res.body.tombstonesRemoved).toBeGreaterThanOrEqual(1);
+      expect(res.body.horizon).toBe(res.body.head);
+    },
+  },
+  {
+    route: 'GET /v1/stats', status: 200, name: 'lastCompaction after a run',
+    send: (t) => t.http.get('/v1/stats'),
+    check: (res) => expect(res.body.lastCompaction).toMatchObject({ trigger: 'admin', removed: expect.any(Number) }),
+  },
+  {
+    route: 'POST /v1/admin/compact', status: 400, code: 'invalid_json', name: 'a body that is not JSON',
+    send: (t) => t.http.post('/v1/admin/compact').set(json).send('{'),
+  },
+  {
+    route: 'POST /v1/admin/compact', status: 413, code: 'payload_too_large', name: 'a body over the body limit',
+    send: (t) => t.http.post('/v1/admin/compact').set(json).send(text({ pad: 'x'.repeat(70_000) })),
+  },
+  {
+    route: 'POST /v1/admin/compact', status: 415, code: 'unsupported_media_type', name: 'a text/plain body',
+    send: (t) => t.http.post('/v1/admin/compact').set('content-type', 'text/plain').send('now'),
+  },
+  {
+    route: 'POST /v1/admin/compact', status: 503, code: 'unavailable', name: 'a run that fails (removal refused by a SQLite trigger)',
+    store: 'sqlite',
+    send: async (t) => {
+      const db = (t.app.services.store as SqliteStore).db;
+      await batch(t, [{ key: 'cmp/fail', value: 1 }, { key: 'cmp/fail', value: 2 }]);
+      db.exec(`CREATE TEMP TRIGGER fail_compaction BEFORE DELETE ON log BEGIN SELECT RAISE(ABORT, 'injected'); END`);
+      try {
+        return await t.http.post('/v1/admin/compact');
+      } finally {
+        db.exec('DROP TRIGGER fail_compaction');
+      }
+    },
+    check: (res) => expect(res.headers['retry-after']).toBe('1'),
+  },
 ];
 
-/** One ordinary request per documented route, for the answers every route can give (500, 503). */
-const anyRequest: Record<string, (t: TestApp) => PromiseLike<Response>> = {
+/** One ordinary request per documented route, for the answers every route can give (401, 403, 500, 503). */
+const anyRequest: Record<string, (t: Caller) => PromiseLike<Answer>> = {
   [`PUT ${KEY}`]: (t) => put(t, 'any', { value: 1 }),
   [`GET ${KEY}`]: (t) => t.http.get(keyPath('any')),
   [`DELETE ${KEY}`]: (t) => del(t, 'any'),
@@ -390,17 +688,34 @@ const anyRequest: Record<string, (t: TestApp) => PromiseLike<Response>> = {
   'GET /healthz': (t) => t.http.get('/healthz'),
   'GET /readyz': (t) => t.http.get('/readyz'),
   'GET /metrics': (t) => t.http.get('/metrics'),
+  'GET /v1/snapshot': (t) => t.http.get('/v1/snapshot'),
+  'GET /v1/changes': (t) => t.http.get('/v1/changes'),
+  // With a snapshot: a stream that fails to open answers, where a plain one would be cut.
+  [STREAM]: (t) => stream(t, 'snapshot=true'),
+  'POST /v1/admin/compact': (t) => t.http.post('/v1/admin/compact'),
 };
 
-/** Sends, checks the status (and code), then the answer against the document. */
-async function exercise(t: TestApp, route: string, send: (t: TestApp) => PromiseLike<Response>, status: number, code?: string) {
-  const res = await send(t);
+/** Checks the status (and code) of an answer, then the answer against the document. */
+function verify(route: string, res: Answer, status: number, code?: string): Answer {
   const [method, template] = route.split(' ') as [string, string];
-  expect(res.status, res.text).toBe(status);
+  expect(res.status, res.text.slice(0, 2000)).toBe(status);
   if (code) expect(res.body.error.code).toBe(code);
   expectDocumented(method, template, res);
   return res;
 }
+
+/** Sends, then verifies. */
+async function exercise(t: Caller, route: string, send: (t: Caller) => PromiseLike<Answer>, status: number, code?: string) {
+  return verify(route, await send(t), status, code);
+}
+
+/** The role a documented operation needs, as src/auth.ts decides it (null: none). */
+function roleFor(route: string): Role | null {
+  const [method, template] = route.split(' ') as [string, string];
+  return requiredRole(method, template.replace(/\{(\w+)\}/g, ':$1'), template);
+}
+
+const ROLES: Role[] = ['read', 'write', 'admin'];
 
 describe('openapi.yaml', () => {
   it('is a valid OpenAPI 3.1 document', async () => {
@@ -409,6 +724,10 @@ describe('openapi.yaml', () => {
     const result = await validate(OPENAPI_FILE);
     expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
     expect(result.warnings).toEqual([]);
+  });
+
+  it('has examples that match their schemas', () => {
+    expect(exampleProblems()).toEqual([]);
   });
 
   it('has schemas that all compile under strict Ajv (JSON Schema 2020-12)', () => {
@@ -429,14 +748,72 @@ describe('openapi.yaml', () => {
       await t.close();
     }
   });
+
+  it('documents auth as src/auth.ts applies it: 401 where a token is needed, 403 where a lower role exists', () => {
+    const document = loadOpenApi();
+    const statuses = new Set(documentedResponses());
+    for (const route of documentedRoutes()) {
+      const [method, template] = route.split(' ') as [string, string];
+      const role = roleFor(route);
+      const security = (document.paths[template]![method.toLowerCase()] as { security?: unknown }).security ?? document.security;
+      expect([route, security]).toEqual([route, role === null ? [] : [{ bearer: [] }]]);
+      expect([route, statuses.has(`${route} 401`)]).toEqual([route, role !== null]);
+      expect([route, statuses.has(`${route} 403`)]).toEqual([route, role !== null && role !== 'read']);
+    }
+  });
 });
 
 describe('the checker', () => {
   const ok = { status: 200, headers: { 'content-type': 'application/json', etag: '"1"', 'x-request-id': 'r' } };
   const entry = '{"key":"a","value":1,"offset":1,"ts":1}';
+  const epoch = '0123456789abcdef0123456789abcdef';
+  const snapshotEnd = `{"end":true,"offset":1,"count":1,"epoch":"${epoch}"}`;
+  const streamed = { 'x-log-epoch': epoch, 'cache-control': 'no-store', 'x-request-id': 'r' };
+  const snapshot = {
+    status: 200,
+    headers: { ...streamed, 'content-type': 'application/x-ndjson; charset=utf-8', 'x-log-offset': '1' },
+    text: `${entry}\n${snapshotEnd}\n`,
+  };
+  const sse = {
+    status: 200,
+    headers: { ...streamed, 'content-type': 'text/event-stream; charset=utf-8', 'x-accel-buffering': 'no' },
+    text: [
+      'retry: 1000\n\n: hello\n\n',
+      'id: 1\nevent: record\ndata: {"offset":1,"key":"a","op":"delete","ts":1}\n\n',
+      'id: 2\nevent: progress\ndata: {"offset":2}\n\n',
+      'event: reset\ndata: {"error":{"code":"offset_compacted","message":"m","horizon":3}}\n\n',
+      'id: 4\nevent: record\ndata: {"off',
+    ].join(''),
+  };
+  const compaction = '{"removed":1,"tombstonesRemoved":0,"durationMs":1.5,"horizon":0,"head":2}';
+  const lastCompaction = JSON.stringify({
+    trigger: 'admin', startedAt: 1, durationMs: 1.5, removed: 1, tombstonesRemoved: 0, horizon: 0, head: 2, bytesBefore: 9, bytesAfter: 8,
+  });
+  const stats = JSON.stringify({
+    head: 2, records: 1, liveKeys: 1, tombstones: 0, dirtyRatio: 0, horizon: 0, dbBytes: 8, lastCompaction: JSON.parse(lastCompaction),
+  });
+  const gone = (code: string) => `{"error":{"code":"${code}","message":"m"}}`;
 
   it('accepts a documented answer', () => {
     expect(undocumented('GET', '/v1/keys/a%2Fb', { ...ok, text: entry })).toEqual([]);
+  });
+
+  it.each([
+    ['a snapshot', 'GET', '/v1/snapshot', snapshot],
+    ['an event stream, its unfinished last event left out', 'GET', '/v1/changes/stream', sse],
+    ['a compaction result', 'POST', '/v1/admin/compact', { ...ok, text: compaction }],
+    ['stats with lastCompaction', 'GET', '/v1/stats', { ...ok, text: stats }],
+  ])('accepts %s', (_what, method, path, answer) => {
+    expect(undocumented(method, path, answer)).toEqual([]);
+  });
+
+  it('reads event streams as the standard says', () => {
+    const body = ': c\r\nretry: 5\r\n\r\nid:7\revent: x\rdata: a\rdata:  b\rfoo: 1\r\rdata\n\n: only a comment\n\nretry: x\n\ndata: cut';
+    expect(parseEventStream(body)).toEqual([
+      { retry: 5 },
+      { id: '7', event: 'x', data: 'a\n b' },
+      { data: '' },
+    ]);
   });
 
   it.each([
@@ -451,6 +828,19 @@ describe('the checker', () => {
     ['a body where none is documented', 'GET', '/v1/keys/a', { ...ok, status: 304, text: 'null' }],
     ['an unknown error code', 'GET', '/v1/keys/a', { ...ok, status: 404, text: '{"error":{"code":"gone","message":"m"}}' }],
     ['a code of another status', 'GET', '/v1/keys/a', { ...ok, status: 404, text: '{"error":{"code":"invalid_key","message":"m"}}' }],
+    ['a 410 offset_compacted without its horizon', 'GET', '/v1/changes', { ...ok, status: 410, text: gone('offset_compacted') }],
+    ['a 410 epoch_changed without the epoch', 'GET', '/v1/changes', { ...ok, status: 410, text: gone('epoch_changed') }],
+    ['a 401 without WWW-Authenticate', 'GET', '/v1/stats', { ...ok, status: 401, text: '{"error":{"code":"unauthorized","message":"m"}}' }],
+    ['a snapshot without its last line', 'GET', '/v1/snapshot', { ...snapshot, text: `${entry}\n` }],
+    ['a snapshot with two last lines', 'GET', '/v1/snapshot', { ...snapshot, text: `${snapshotEnd}\n${snapshotEnd}\n` }],
+    ['a snapshot line that is not JSON', 'GET', '/v1/snapshot', { ...snapshot, text: `${entry}\n{\n${snapshotEnd}\n` }],
+    ['no X-Log-Offset', 'GET', '/v1/snapshot', { ...snapshot, headers: { ...streamed, 'content-type': 'application/x-ndjson' } }],
+    ['a stream event of an unknown type', 'GET', '/v1/changes/stream', { ...sse, text: 'event: ping\ndata: {}\n\n' }],
+    ['a record event not a record', 'GET', '/v1/changes/stream', { ...sse, text: 'id: 1\nevent: record\ndata: {"offset":1}\n\n' }],
+    ['a record event whose data is not JSON', 'GET', '/v1/changes/stream', { ...sse, text: 'id: 1\nevent: record\ndata: {\n\n' }],
+    ['a progress event without an id', 'GET', '/v1/changes/stream', { ...sse, text: 'event: progress\ndata: {"offset":1}\n\n' }],
+    ['a compaction result with an extra member', 'POST', '/v1/admin/compact', { ...ok, text: compaction.replace('{', '{"extra":1,') }],
+    ['an unknown compaction trigger', 'GET', '/v1/stats', { ...ok, text: stats.replace('"admin"', '"cron"') }],
   ])('refuses %s', (_what, method, path, answer) => {
     expect(undocumented(method, path, answer)).not.toEqual([]);
     expect(() => expectDocumented(method, path, answer)).toThrow(/disagrees with openapi.yaml|no path|has no/);
@@ -512,17 +902,179 @@ describe('request schemas accept exactly what the server accepts', () => {
   });
 });
 
+/** A GET whose reader takes the answer's headers, then stops reading. */
+interface StalledReader {
+  response: http.IncomingMessage;
+  /** The server's end of the connection. */
+  socket: Socket;
+  /** Reads on to the end of the answer; resolves with all of it. */
+  readToEnd(): Promise<string>;
+  close(): void;
+}
+
+async function stalledRead(t: TestApp, path: string): Promise<StalledReader> {
+  const socket = new Promise<Socket>((resolve) => t.app.server.once('connection', resolve));
+  const { request, response } = await new Promise<{ request: http.ClientRequest; response: http.IncomingMessage }>((resolve, reject) => {
+    const request = http.get(`${baseUrl(t.app)}${path}`, { agent: false }, (response) => {
+      // At once: a client that reads grows its socket's receive buffer.
+      response.pause();
+      resolve({ request, response });
+    });
+    request.on('error', reject);
+  });
+  response.setEncoding('utf8');
+  return {
+    response,
+    socket: await socket,
+    readToEnd: () =>
+      new Promise((resolve, reject) => {
+        let text = '';
+        response.on('data', (chunk: string) => (text += chunk));
+        response.on('end', () => resolve(text));
+        response.on('error', reject);
+        response.resume();
+      }),
+    close: () => request.destroy(),
+  };
+}
+
 describe('answers match openapi.yaml', () => {
   describe('every documented status', () => {
     let t: TestApp;
     beforeAll(async () => {
-      t = await startApp({ STATELOG_MAX_VALUE_BYTES: String(MAX_VALUE_BYTES) });
+      // Delete markers expire at once, so that a compaction moves the horizon.
+      t = await startApp({ STATELOG_MAX_VALUE_BYTES: String(MAX_VALUE_BYTES), STATELOG_TOMBSTONE_RETENTION_MS: '0' });
     });
     afterAll(() => t.close());
 
-    it.each(cases.map((c) => [`${c.route} → ${c.status} ${c.code ?? ''}: ${c.name}`, c] as const))('%s', async (_name, c) => {
+    it.for(cases.map((c) => [`${c.route} → ${c.status} ${c.code ?? ''}: ${c.name}`, c] as const))('%s', async ([, c], { skip }) => {
+      skip(c.store !== undefined && c.store !== TEST_STORE, `reaches into the ${c.store} store`);
       const res = await exercise(t, c.route, c.send, c.status, c.code);
       c.check?.(res);
+    });
+  });
+
+  describe('with STATELOG_TOKENS set', () => {
+    const TOKENS: Record<Role, string> = { read: 'tok-read', write: 'tok-write', admin: 'tok-admin' };
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await startApp({ STATELOG_TOKENS: ROLES.map((role) => `${role}:${TOKENS[role]}`).join(',') });
+    });
+    afterAll(() => t.close());
+
+    /** The app as the holder of `token` sees it. */
+    const as = (token: string | undefined): Caller => {
+      if (token === undefined) return t;
+      const authorization = `Bearer ${token}`;
+      return { ...t, http: supertest.agent(t.app.server).set('authorization', authorization), authorization };
+    };
+
+    it.each(Object.entries(anyRequest))(
+      '%s without a token: 401 unauthorized with WWW-Authenticate (/healthz, /readyz: 200)',
+      async (route, send) => {
+        const open = roleFor(route) === null;
+        const res = await exercise(as(undefined), route, send, open ? 200 : 401, open ? undefined : 'unauthorized');
+        if (!open) expect(res.headers['www-authenticate']).toBe('Bearer');
+      },
+    );
+
+    it.each(Object.entries(anyRequest).filter(([route]) => roleFor(route) !== null))(
+      '%s with a token that is not configured: 401 unauthorized',
+      async (route, send) => {
+        await exercise(as('tok-wrong'), route, send, 401, 'unauthorized');
+      },
+    );
+
+    const below = Object.entries(anyRequest).flatMap(([route, send]) => {
+      const needed = roleFor(route);
+      return needed === null ? [] : ROLES.slice(0, ROLES.indexOf(needed)).map((role) => [route, role, needed, send] as const);
+    });
+    it.each(below)('%s with a %s token: 403 forbidden (needs %s)', async (route, role, _needed, send) => {
+      await exercise(as(TOKENS[role]), route, send, 403, 'forbidden');
+    });
+  });
+
+  describe('while the event loop is saturated', () => {
+    let t: TestApp;
+    let load: { stop(): Promise<void> };
+    beforeAll(async () => {
+      t = await startApp({ STATELOG_MAX_EVENT_LOOP_DELAY_MS: '40', STATELOG_LOAD_SAMPLE_INTERVAL_MS: '50' });
+      // Start-up itself (module loading, migrations) may read as load in the first samples.
+      await askUntil(() => t.http.get('/v1/stats'), (res) => res.status === 200, 15_000);
+      load = saturate(150);
+      await askUntil(() => t.http.get('/v1/stats'), (res) => res.status === 503, 15_000);
+    });
+    afterAll(async () => {
+      await load?.stop();
+      await t.close();
+    });
+
+    // A few routes stand for all, to keep the load short (a saturated core slows the other
+    // test files down): every route sheds load with the same 503 it answers at shutdown
+    // (below). These are the two that do not, /readyz with a 503 of its own, and a stream.
+    const routes = ['GET /healthz', 'GET /metrics', 'GET /readyz', 'POST /v1/records', STREAM];
+    it.each(routes.map((route) => [route, anyRequest[route]!] as const))(
+      '%s answers 503 unavailable with Retry-After (/healthz, /metrics: 200)',
+      async (route, send) => {
+        if (route === 'GET /healthz' || route === 'GET /metrics') {
+          await exercise(t, route, send, 200);
+          return;
+        }
+        const refused = await askUntil(() => send(t), (answer) => answer.status === 503, 15_000);
+        expect(verify(route, refused, 503, 'unavailable').headers['retry-after']).toBe('1');
+      },
+    );
+  });
+
+  describe('with readers that stop reading', () => {
+    // Values of the largest size (1 MiB as JSON), more of them than the socket buffers
+    // between the server and a reader that stopped reading hold, and than a page of a
+    // PostgreSQL snapshot (at least 8 keys): the server has to wait for the reader.
+    const VALUE_BYTES = 1024 * 1024;
+    const VALUES = 32;
+    let t: TestApp;
+    beforeAll(async () => {
+      // Large bodies keep the event loop busy: no load shedding here.
+      const env = { STATELOG_MAX_SNAPSHOTS: '1', STATELOG_TOMBSTONE_RETENTION_MS: '0', STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0' };
+      t = await startApp({ ...env, STATELOG_SYNC: 'normal' });
+      const value = 'v'.repeat(VALUE_BYTES - 2);
+      for (let i = 0; i < VALUES; i += 8) {
+        const records = Array.from({ length: 8 }, (_, j) => ({ key: `big/${i + j}`, value }));
+        expect((await batch(t, records)).status).toBe(200);
+      }
+    });
+    afterAll(() => t.close());
+
+    it('a snapshot holding the only slot: another snapshot, or a stream with snapshot=true, gets 429 with Retry-After', async () => {
+      const stalled = await stalledRead(t, '/v1/snapshot');
+      try {
+        const written = await untilStalled(stalled.socket);
+        expect(written).toBeLessThan(VALUES * VALUE_BYTES);
+        for (const route of ['GET /v1/snapshot', STREAM]) {
+          const res = await exercise(t, route, anyRequest[route]!, 429, 'too_many_requests');
+          expect([res.headers['retry-after'], res.body.error.limit]).toEqual(['1', 1]);
+        }
+      } finally {
+        stalled.close();
+      }
+      // The slot comes back when the connection closes.
+      await askUntil(() => t.http.get('/v1/snapshot?prefix=none'), (res) => res.status === 200, 2000);
+    });
+
+    it('a stream fallen behind the horizon gets event: reset with the 410 body, then ends', async () => {
+      const stalled = await stalledRead(t, '/v1/changes/stream?after=0');
+      const written = await untilStalled(stalled.socket);
+      expect(written).toBeLessThan(VALUES * VALUE_BYTES);
+      // Behind the records the server has not read yet, a delete marker that compaction removes.
+      const { body } = await batch(t, [{ key: 'gone', value: 1 }, { key: 'gone', op: 'delete' }]);
+      expect((await t.http.post('/v1/admin/compact')).body.horizon).toBe(body.offset);
+      const text = await stalled.readToEnd();
+      const res = verify(STREAM, { status: 200, headers: stalled.response.headers as Answer['headers'], text, body: {} }, 200);
+      const received = events(res);
+      expect(received.slice(0, -1).every((e) => e.event === 'record' && Number(e.id) <= VALUES)).toBe(true);
+      expect(received.length).toBeLessThan(VALUES + 1);
+      expect(received.at(-1)!.event).toBe('reset');
+      expect(JSON.parse(received.at(-1)!.data!)).toMatchObject({ error: { code: 'offset_compacted', horizon: body.offset } });
     });
   });
 
@@ -550,8 +1102,13 @@ describe('answers match openapi.yaml', () => {
     });
     afterAll(() => t.close());
 
-    const expected: Record<string, [number, string?]> = { 'GET /healthz': [200], 'GET /readyz': [503, 'unavailable'] };
-    it.each(Object.entries(anyRequest))('%s answers 500 internal (/readyz: 503, /healthz: 200)', async (route, send) => {
+    // A compaction that cannot reach the database is a failed run: 503, never 500.
+    const expected: Record<string, [number, string?]> = {
+      'GET /healthz': [200],
+      'GET /readyz': [503, 'unavailable'],
+      'POST /v1/admin/compact': [503, 'unavailable'],
+    };
+    it.each(Object.entries(anyRequest))('%s answers 500 internal (/readyz, compact: 503, /healthz: 200)', async (route, send) => {
       const [status, code] = expected[route] ?? [500, 'internal'];
       const res = await exercise(t, route, send, status, code);
       if (status >= 500) expect(res.text).not.toMatch(/\bat .+:\d+:\d+/);

@@ -3,6 +3,7 @@
 // process, so the test saturates the very event loop the server runs on.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startApp, type TestApp } from './helpers.js';
+import { askUntil, saturate } from './support/load.js';
 
 const SAMPLE_MS = 50;
 let t: TestApp | undefined;
@@ -10,36 +11,6 @@ afterEach(async () => {
   await t?.close();
   t = undefined;
 });
-
-/** Keeps the event loop busy, letting it turn briefly between slices, until stopped. */
-function saturate(sliceMs: number): { stop(): Promise<void> } {
-  let running = true;
-  const done = (async () => {
-    while (running) {
-      const end = performance.now() + sliceMs;
-      while (performance.now() < end) {
-        // busy: nothing else runs on this thread meanwhile
-      }
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await done;
-    },
-  };
-}
-
-/** Asks until `accept` holds for an answer, or fails after `timeoutMs`. */
-async function askUntil<T>(ask: () => Promise<T>, accept: (answer: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const answer = await ask();
-    if (accept(answer)) return answer;
-    if (Date.now() > deadline) throw new Error(`no accepted answer in ${timeoutMs} ms; last: ${JSON.stringify(answer)}`);
-  }
-}
 
 describe('overload', () => {
   it('answers 503 unavailable with Retry-After while saturated, and recovers', async () => {

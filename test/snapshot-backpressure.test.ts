@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, tempDir, type TestApp } from './helpers.js';
 import { seedLiveKeys } from './seed-db.js';
-import { baseUrl, SseClient, type ErrorBody } from './stream-clients.js';
+import { baseUrl, SseClient, untilStalled, type ErrorBody } from './stream-clients.js';
 
 const KEYS = 200_000;
 const PAD = 'x'.repeat(250);
@@ -53,16 +53,6 @@ async function stalledSnapshot(): Promise<StalledReader> {
     });
     request.on('error', reject);
   });
-}
-
-/** Waits until the server has stopped writing to the socket (the buffers are full). */
-async function untilStalled(socket: Socket): Promise<number> {
-  let last = -1;
-  for (;;) {
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    if (socket.bytesWritten === last) return last;
-    last = socket.bytesWritten;
-  }
 }
 
 async function timedPut(key: string): Promise<number> {

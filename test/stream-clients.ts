@@ -2,7 +2,7 @@
 // that the tests do not trust the server's own code: an SSE parser, an NDJSON snapshot
 // reader, and a model of the state that records are applied to.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { App } from '../src/app.js';
 
 export interface SseEvent {
@@ -20,6 +20,20 @@ export interface WireRecord {
   ts: number;
 }
 
+/**
+ * Waits until the server has stopped writing to one of its sockets (the buffers toward a
+ * reader that stopped reading are full); answers how much it wrote, what it has queued
+ * on the socket included.
+ */
+export async function untilStalled(socket: Socket): Promise<number> {
+  let last = -1;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    if (socket.bytesWritten === last) return last;
+    last = socket.bytesWritten;
+  }
+}
+
 export function baseUrl(app: App): string {
   return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 }
@@ -27,6 +41,8 @@ export function baseUrl(app: App): string {
 /** An event stream read with node:http and parsed line by line as the SSE format says. */
 export class SseClient {
   readonly events: SseEvent[] = [];
+  /** Everything received, as sent. */
+  text = '';
   comments = 0;
   retry: number | undefined;
   /** Resolves when the server ends the stream (or the connection drops). */
@@ -124,6 +140,7 @@ export class SseClient {
   }
 
   private feed(chunk: string): void {
+    this.text += chunk;
     this.buffer += chunk;
     let newline: number;
     while ((newline = this.buffer.search(/\r\n|\r|\n/)) >= 0) {

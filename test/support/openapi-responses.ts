@@ -1,7 +1,10 @@
 // Checks real HTTP answers against openapi.yaml. The operation and status must be
 // documented; the body must have a documented media type and match its schema (Ajv,
 // JSON Schema 2020-12, as OpenAPI 3.1 uses); each documented header must be present when
-// required and match its schema when sent. Any test file can use it:
+// required and match its schema when sent. Streamed bodies are checked as the document
+// describes them, as an array of their items: the lines of application/x-ndjson, each
+// parsed as JSON, and the events of text/event-stream, each as an object of its fields
+// (an event's `data` is checked against its `contentSchema`). Any test file can use it:
 //
 //   const res = await t.http.get('/v1/keys/a');
 //   expectDocumented('GET', '/v1/keys/a', res);   // or the template '/v1/keys/{key}'
@@ -11,6 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { DataValidateFunction } from 'ajv/dist/types/index.js';
 import addFormats from 'ajv-formats';
 import { parse } from 'yaml';
 
@@ -54,6 +58,40 @@ const ajv = new Ajv2020({
   allowUnionTypes: true,
 });
 addFormats.default(ajv);
+// JSON Schema makes contentSchema an annotation only; here it is checked. A string whose
+// contentMediaType is application/json must be JSON text that matches the contentSchema,
+// which must be a local $ref (as every one in the document is).
+ajv.removeKeyword('contentSchema');
+ajv.addKeyword({
+  keyword: 'contentSchema',
+  schemaType: 'object',
+  compile(schema: Node, parent: Node): DataValidateFunction {
+    const ref = schema.$ref;
+    if (typeof ref !== 'string' || !ref.startsWith('#/') || Object.keys(schema).length !== 1) {
+      throw new Error(`openapi.yaml: a contentSchema must be a local $ref alone, got ${JSON.stringify(schema)}`);
+    }
+    if (parent.contentMediaType !== 'application/json') return () => true;
+    const check: DataValidateFunction = (data: unknown) => {
+      if (typeof data !== 'string') return true;
+      let value: unknown;
+      try {
+        value = JSON.parse(data);
+      } catch {
+        check.errors = [{ keyword: 'contentSchema', message: `is not JSON: ${JSON.stringify(data.slice(0, 200))}`, params: {} }];
+        return false;
+      }
+      const validate = schemaValidator(ref.slice(1));
+      if (validate(value)) return true;
+      check.errors = (validate.errors ?? []).map((e) => ({
+        keyword: 'contentSchema',
+        message: `as JSON: ${e.instancePath || '(the value)'} ${e.message ?? 'is invalid'} (at ${ref}${e.schemaPath.slice(1)})`,
+        params: {},
+      }));
+      return false;
+    };
+    return check;
+  },
+});
 // The whole document is one Ajv schema so that "#/components/..." references resolve;
 // its top-level members are not JSON Schema keywords.
 for (const member of Object.keys(document)) ajv.addKeyword(member);
@@ -175,6 +213,81 @@ function headerProblems(responsePointer: string, response: Node, answer: HttpAns
   return problems;
 }
 
+/** One event of a text/event-stream body: the fields it had. */
+export interface EventFields {
+  id?: string;
+  event?: string;
+  data?: string;
+  retry?: number;
+}
+
+/**
+ * The events of a text/event-stream body, parsed as the WHATWG HTML standard says
+ * (lines end with CRLF, LF or CR; a blank line ends an event; `:` starts a comment; one
+ * space after the colon is dropped; `data` lines are joined with LF; `retry` counts only
+ * when it is digits). Each event is the object of the fields it had; a block of comments
+ * only is no event, and an event not ended by a blank line (a stream cut short) is
+ * dropped, as a client does.
+ */
+export function parseEventStream(text: string): EventFields[] {
+  const events: EventFields[] = [];
+  let pending: EventFields = {};
+  let fields = 0;
+  const lines = text.replace(/^\uFEFF/, '').split(/\r\n|\r|\n/);
+  // The piece after the last line break is an unfinished line.
+  lines.pop();
+  for (const line of lines) {
+    if (line === '') {
+      if (fields > 0) events.push(pending);
+      pending = {};
+      fields = 0;
+      continue;
+    }
+    if (line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const name = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (name === 'data') pending.data = pending.data === undefined ? value : `${pending.data}\n${value}`;
+    else if (name === 'event') pending.event = value;
+    else if (name === 'id' && !value.includes('\0')) pending.id = value;
+    else if (name === 'retry' && /^[0-9]+$/.test(value)) pending.retry = Number(value);
+    else continue;
+    fields += 1;
+  }
+  return events;
+}
+
+const isJson = (mediaType: string): boolean => /^application\/(.+\+)?json$/.test(mediaType);
+
+/**
+ * A body as its schema describes it: JSON parsed; the lines of application/x-ndjson,
+ * each parsed; the events of text/event-stream; any other text as it is. Or what is
+ * wrong with it.
+ */
+function bodyValue(mediaType: string, text: string): { value: unknown } | { problem: string } {
+  if (mediaType === 'text/event-stream') return { value: parseEventStream(text) };
+  if (mediaType === 'application/x-ndjson') {
+    if (text === '') return { value: [] };
+    if (!text.endsWith('\n')) return { problem: `the last line does not end with \\n: ${JSON.stringify(text.slice(-200))}` };
+    const lines: unknown[] = [];
+    for (const [index, line] of text.slice(0, -1).split('\n').entries()) {
+      try {
+        lines.push(JSON.parse(line));
+      } catch {
+        return { problem: `line ${index + 1} is not JSON: ${JSON.stringify(line.slice(0, 200))}` };
+      }
+    }
+    return { value: lines };
+  }
+  if (!isJson(mediaType)) return { value: text };
+  try {
+    return { value: JSON.parse(text) };
+  } catch {
+    return { problem: `the body is not JSON: ${JSON.stringify(text.slice(0, 200))}` };
+  }
+}
+
 function bodyProblems(method: string, responsePointer: string, response: Node, answer: HttpAnswer): string[] {
   const text = answer.text ?? '';
   const content = response.content as Node | undefined;
@@ -186,15 +299,40 @@ function bodyProblems(method: string, responsePointer: string, response: Node, a
     return [`content type ${contentType ?? '(none)'} is not one of ${Object.keys(content).join(', ')}`];
   }
   if (!(content[mediaType] as Node).schema) return [];
-  const schemaPointer = `${responsePointer}${pointerTo('content', mediaType, 'schema')}`;
-  if (!/^application\/(.+\+)?json$/.test(mediaType)) return schemaProblems(schemaPointer, text, 'body');
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return [`the body is not JSON: ${JSON.stringify(text.slice(0, 200))}`];
+  const body = bodyValue(mediaType, text);
+  if ('problem' in body) return [body.problem];
+  return schemaProblems(`${responsePointer}${pointerTo('content', mediaType, 'schema')}`, body.value, 'body');
+}
+
+/**
+ * What is wrong with the examples of the documented answers (empty: nothing): each must
+ * match its media type's schema, read as an answer's body would be (a JSON example may
+ * be written as YAML; any other is the body's text).
+ */
+export function exampleProblems(): string[] {
+  const problems: string[] = [];
+  for (const route of documentedRoutes()) {
+    const [method, template] = route.split(' ') as [string, string];
+    const responses = (document.paths[template]![method.toLowerCase()] as Node).responses as Node;
+    for (const status of Object.keys(responses)) {
+      const response = objectAt(pointerTo('paths', template, method.toLowerCase(), 'responses', status))!;
+      for (const [mediaType, media] of Object.entries((response.node.content ?? {}) as Record<string, Node>)) {
+        const named = Object.values((media.examples ?? {}) as Record<string, Node>).map((example) => example.value);
+        for (const example of 'example' in media ? [media.example, ...named] : named) {
+          const body =
+            isJson(mediaType) && typeof example !== 'string'
+              ? { value: example }
+              : typeof example === 'string'
+                ? bodyValue(mediaType, example)
+                : { problem: 'is not text' };
+          const what = `${route} ${status} ${mediaType} example`;
+          if ('problem' in body) problems.push(`${what}: ${body.problem}`);
+          else problems.push(...schemaProblems(`${response.pointer}${pointerTo('content', mediaType, 'schema')}`, body.value, what));
+        }
+      }
+    }
   }
-  return schemaProblems(schemaPointer, body, 'body');
+  return problems;
 }
 
 /**
