@@ -13,6 +13,7 @@ const SQLITE_ONLY = [
   'test/changes.test.ts',
   'test/cli.test.ts',
   'test/compaction-*.test.ts',
+  'test/sqlite-*.test.ts', // the SQLite store's own readers and checkpointer
   'test/health.test.ts',
   'test/snapshot-backpressure.test.ts',
   // Not yet passing on PostgreSQL: size-bounded listing pages, and one fuzz case.
