@@ -65,7 +65,7 @@ async function statelogPeer(connections: number, sync: 'full' | 'normal'): Promi
     name: sync === 'full' ? 'statelog' : 'statelog (SYNC=normal)',
     fsync:
       sync === 'full'
-        ? 'yes: the SQLite WAL is fsynced (synchronous=FULL) before each answer; one fsync serves the writes of one group commit'
+        ? 'yes: the SQLite WAL is fdatasynced (off the event loop) before each answer; one fsync serves every write committed since the last'
         : 'no: STATELOG_SYNC=normal writes the WAL before answering but fsyncs only at checkpoints (survives a process crash, not a power loss), shown for a like-for-like look at NATS',
     put: async () => void (await client.expectOk(putRequest())),
     async stop() {

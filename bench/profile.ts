@@ -62,7 +62,7 @@ function areaOf(frame: Frame, caller: Frame | null): string | null {
   if (name === '(garbage collector)') return 'garbage collection';
   if (name === '(program)') return 'V8 and native code outside JS frames';
   if (name === 'sqliteTransaction' && caller && own(caller, 'store/sqlite-store.js') && caller.functionName === 'commit') {
-    return 'group commit: BEGIN and COMMIT of the group (WAL write + fdatasync), on the event loop';
+    return 'group commit: BEGIN and COMMIT of the group (WAL write; the fsync runs on the thread pool)';
   }
   if (url.includes('/dist/store/') || inPackage(frame, 'better-sqlite3')) return 'group commit: the group\'s statements (INSERT, UPSERT, SAVEPOINT a request) and answers';
   if (own(frame, 'write-batcher.js')) return 'group commit: batcher';
@@ -91,9 +91,9 @@ function summarise(profile: CpuProfile) {
     return frames;
   };
   // Only the load: from the first group commit to the last (start-up and shutdown left out).
-  const committing = profile.samples.map((id) => stackOf(id).some((f) => own(f, 'write-batcher.js')));
-  const first = committing.indexOf(true);
-  const last = committing.lastIndexOf(true);
+  const committing = profile.samples.map((id) => stackOf(id).some((f) => own(f, 'write-batcher.js') && f.functionName === 'flush'));
+  // A read-only load commits nothing: then the whole profile is the window.
+  const [first, last] = committing.includes(true) ? [committing.indexOf(true), committing.lastIndexOf(true)] : [0, committing.length - 1];
   const self = new Map<string, number>();
   const areas = new Map<string, number>();
   const add = (map: Map<string, number>, label: string, ms: number) => map.set(label, (map.get(label) ?? 0) + ms);

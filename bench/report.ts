@@ -207,8 +207,8 @@ export function renderProfile(p: ProfileResults): string {
   if (p.fsync) {
     lines.push(
       `Under strace (fsync and fdatasync only, ${Math.round(p.fsync.load.rps).toLocaleString('en-US')} req/s): ${p.fsync.fsyncsPerSecond} fsyncs a second,`,
-      `${p.fsync.putsPerFsync} PUTs a fsync, and the server sat in fsync ${(100 * p.fsync.shareOfWallTimeInFsync).toFixed(0)} % of the wall-clock time —`,
-      'on its only JavaScript thread, since better-sqlite3 is synchronous.',
+      `${p.fsync.putsPerFsync} PUTs a fsync, and an fsync was in progress ${(100 * p.fsync.shareOfWallTimeInFsync).toFixed(0)} % of the wall-clock time`,
+      '(on the thread pool, while the event loop goes on: src/store/wal-syncer.ts).',
       '',
     );
   }

@@ -181,29 +181,31 @@ export async function buildApp(config: Config): Promise<App> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
-  app.addHook('onRequest', async (req) => {
+  // The hooks that run on every request take callbacks: cheaper than async functions on
+  // the hottest path (bench/profile.ts).
+  app.addHook('onRequest', (req, _reply, done) => {
     // Liveness holds while the process runs, shutdown included.
     if (lifecycle.closing && req.routeOptions.url !== '/healthz') {
-      throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
+      return done(new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' }));
     }
+    done();
   });
   await registerOverload(app, config);
   // Also runs for paths that match no route, so an unknown /v1 path is refused with
   // 401 or 403 before anyone learns that it does not exist.
   if (auth) {
-    app.addHook('onRequest', async (req) => {
-      const refused = auth.check(req);
-      if (refused) throw refused;
-    });
+    app.addHook('onRequest', (req, _reply, done) => done(auth.check(req) ?? undefined));
   }
-  app.addHook('onResponse', async (req, reply) => {
+  app.addHook('onResponse', (req, reply, done) => {
     metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime);
+    done();
   });
-  app.addHook('onSend', async (req, reply) => {
+  app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
     // Idle connections are closed when shutdown starts; one whose request was in
     // flight then must not be kept alive after its answer, or close() waits for it.
     if (lifecycle.closing) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   // Kept for checks such as test/openapi.test.ts (documented routes = registered routes).

@@ -10,6 +10,9 @@ export const UNMATCHED_ROUTE = 'unmatched';
 
 /** Long-lived answers, counted while open. */
 export type StreamKind = 'sse' | 'long_poll' | 'snapshot';
+const REQUEST_LABELS = ['method', 'route', 'status'] as const;
+type RequestLabel = (typeof REQUEST_LABELS)[number];
+
 const STREAM_KINDS: readonly StreamKind[] = ['sse', 'long_poll', 'snapshot'];
 
 /** Running totals kept by the compactor, read at each scrape. */
@@ -55,17 +58,23 @@ export class Metrics {
   private readonly requests = new Counter({
     name: 'statelog_http_requests_total',
     help: 'HTTP requests answered, by method, route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const,
+    labelNames: REQUEST_LABELS,
     registers: [this.registry],
   });
   private readonly durations = new Histogram({
     name: 'statelog_http_request_duration_seconds',
     help: 'Time to answer HTTP requests, by method, route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const,
+    labelNames: REQUEST_LABELS,
     // Up to a minute: long polls wait for at most 60 s.
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [this.registry],
   });
+  /**
+   * The children of the two request metrics for each method, route and status seen: a
+   * label set is hashed once, not on every request. Bounded: routes are patterns and
+   * methods and statuses few (fastify refuses unknown methods before routing).
+   */
+  private readonly requestSeries = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<RequestLabel> }>();
   private readonly written = new Counter({
     name: 'statelog_records_written_total',
     help: 'Records appended to the log (sets and delete markers)',
@@ -120,9 +129,15 @@ export class Metrics {
 
   /** `route` is the matched pattern (routeOptions.url), undefined when nothing matched. */
   observeRequest(method: string, route: string | undefined, status: number, elapsedMs: number): void {
-    const labels = { method, route: route ?? UNMATCHED_ROUTE, status: String(status) };
-    this.requests.inc(labels);
-    this.durations.observe(labels, elapsedMs / 1000);
+    const id = `${method} ${route ?? UNMATCHED_ROUTE} ${status}`;
+    let series = this.requestSeries.get(id);
+    if (!series) {
+      const labels = { method, route: route ?? UNMATCHED_ROUTE, status: String(status) };
+      series = { count: this.requests.labels(labels), duration: this.durations.labels(labels) };
+      this.requestSeries.set(id, series);
+    }
+    series.count.inc();
+    series.duration.observe(elapsedMs / 1000);
   }
 
   /** Fed from the write batcher's onCommit. */

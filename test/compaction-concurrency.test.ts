@@ -94,13 +94,17 @@ describe('readers and writers during a compaction run', () => {
 
     const run = t.app.compactor.run();
     const writers = [1, 2, 3].map(writer);
-    const readers = [follow(store, true, () => !running), follow(store, false, () => !running)];
+    // Followers stop only once every write has been answered: an empty page before that
+    // may just mean the last writes are still on their way to disk.
+    let writersDone = false;
+    const readers = [follow(store, true, () => writersDone), follow(store, false, () => writersDone)];
     const snapshotting = snapshotter();
     const summary = await run;
     // A little more traffic after the run, then everyone stops.
     for (let i = 0; i < 20; i++) await turn();
     running = false;
     await Promise.all([...writers, snapshotting]);
+    writersDone = true;
     const followers = await Promise.all(readers);
 
     // The run did its work while the writes were flowing.

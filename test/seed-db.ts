@@ -16,7 +16,7 @@ export const seedKey = (i: number): string => `key/${String(i).padStart(9, '0')}
 /** Creates the database at `path` (it must not hold records yet) with `count` live keys. */
 export function seedLiveKeys(path: string, options: SeedOptions): void {
   const { count, key = seedKey, value = (i) => `{"n":${i}}` } = options;
-  const db = openDatabase(path, 'normal');
+  const db = openDatabase(path);
   try {
     migrate(db);
     const head = db.prepare('SELECT head FROM meta WHERE id = 1').pluck().get() as number;

@@ -1,6 +1,7 @@
 // The embedded SQLite log store. One process owns the file and is its only writer;
 // better-sqlite3 is synchronous, so a commit of a group of requests runs as one
-// uninterrupted transaction on the event loop.
+// uninterrupted transaction on the event loop, and its fsync (STATELOG_SYNC=full) runs
+// after it on the thread pool (wal-syncer.ts).
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
@@ -9,6 +10,7 @@ import { SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
+import { WalSyncer } from './wal-syncer.js';
 import { checkCondition, incremented, Refusal } from './write-rules.js';
 import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sqlite-sql.js';
 import type {
@@ -36,6 +38,8 @@ export interface SqliteStoreOptions {
   path: string;
   sync: SyncMode;
   idempotencyTtlMs: number;
+  /** How the WAL is fsynced with sync = full (a test holds or fails it); by default fdatasync. */
+  datasync?: ConstructorParameters<typeof WalSyncer>[2];
 }
 
 interface Meta {
@@ -55,15 +59,16 @@ interface StateRow {
   live: 0 | 1;
 }
 
-export function openDatabase(path: string, sync: SyncMode): Database.Database {
+export function openDatabase(path: string): Database.Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
   // Only takes effect before the first table is created: lets the compactor give
   // pages back with incremental_vacuum instead of one long VACUUM.
   db.pragma('auto_vacuum = INCREMENTAL');
   db.pragma('journal_mode = WAL');
-  // In WAL mode FULL fsyncs the WAL on every commit; NORMAL only at checkpoints.
-  db.pragma(`synchronous = ${sync === 'full' ? 'FULL' : 'NORMAL'}`);
+  // In WAL mode NORMAL fsyncs only at checkpoints: with STATELOG_SYNC=full the store
+  // fsyncs the WAL itself, off the event loop, before a write is answered.
+  db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
   // A big compaction can swell the WAL; truncate it back after checkpoints.
   db.pragma('journal_size_limit = 67108864');
@@ -75,7 +80,8 @@ export class SqliteStore implements LogStore {
   private meta: Meta;
   private readonly ttlMs: number;
   private readonly path: string;
-  private readonly sync: SyncMode;
+  /** With STATELOG_SYNC=full: makes commits durable before anyone learns of them. */
+  private readonly syncer: WalSyncer | null;
   /** The compaction run in progress, if any: told of every record a write supersedes. */
   private compaction: SupersessionListener | null = null;
 
@@ -85,9 +91,8 @@ export class SqliteStore implements LogStore {
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
-    this.sync = options.sync;
     this.ttlMs = options.idempotencyTtlMs;
-    this.db = openDatabase(options.path, options.sync);
+    this.db = openDatabase(options.path);
     migrate(this.db);
     const db = this.db;
     this.sql = {
@@ -121,8 +126,6 @@ export class SqliteStore implements LogStore {
       pageSize: db.prepare('PRAGMA page_size').pluck(),
       oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
       saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
-      relaxSync: db.prepare('PRAGMA synchronous = NORMAL'),
-      restoreSync: db.prepare('PRAGMA synchronous = FULL'),
     };
     // The counters need no check or recount at start-up: every change to them (appends
     // and compaction steps alike) is written in the same transaction as the rows it
@@ -132,6 +135,9 @@ export class SqliteStore implements LogStore {
     // of when the first of them was superseded: the compactor may run early, never late.
     const oldest = meta.records > meta.stateKeys ? (this.sql.oldestTs.get() as number | undefined) : undefined;
     this.meta = { ...meta, supersededSince: oldest ?? null };
+    // A syncer starts with nothing known durable: the first commit or read fsyncs
+    // whatever a killed predecessor left in the page cache.
+    this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync) : null;
   }
 
   get epoch(): string {
@@ -148,7 +154,10 @@ export class SqliteStore implements LogStore {
   }
 
   async get(key: string): Promise<StoredEntry | null> {
-    return (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
+    const entry = (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
+    // Absence may be a delete not yet on disk: only the head bounds it.
+    await this.durable(entry?.offset ?? this.meta.head);
+    return entry;
   }
 
   async list(query: ListQuery): Promise<ListPage> {
@@ -157,14 +166,18 @@ export class SqliteStore implements LogStore {
     // large values stops early instead of loading them all.
     const items: StoredEntry[] = [];
     let chars = 0;
+    let truncated = false;
     for (const row of rows) {
       if (query.maxChars !== undefined && items.length > 0 && chars >= query.maxChars) {
-        return { items, head: this.meta.head, truncated: true };
+        truncated = true;
+        break;
       }
       items.push(row);
       chars += row.key.length + row.value.length;
     }
-    return { items, head: this.meta.head };
+    const head = this.meta.head;
+    await this.durable(head);
+    return truncated ? { items, head, truncated } : { items, head };
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
@@ -177,14 +190,32 @@ export class SqliteStore implements LogStore {
     );
     const full = stoppedByChars || records.length === query.limit;
     // Synchronous: nothing can commit between the read and these.
-    return { records, head: this.meta.head, horizon: this.meta.horizon, full };
+    const page = { records, head: this.meta.head, horizon: this.meta.horizon, full };
+    await this.durable(page.head);
+    return page;
   }
 
   async openSnapshot(prefix: string): Promise<SnapshotReader> {
     if (!this.db.open) throw new Error('the store is closed');
     const snapshot = new SqliteSnapshot(this.path, prefix, (closed) => this.snapshots.delete(closed));
     this.snapshots.add(snapshot);
+    try {
+      await this.durable(snapshot.offset);
+    } catch (err) {
+      snapshot.close();
+      throw err;
+    }
     return snapshot;
+  }
+
+  /**
+   * Waits until every commit up to `offset` is on disk: no reader sees a record, and no
+   * writer an answer, that a power loss could still take back (an offset once seen is
+   * never reused for something else).
+   */
+  private durable(offset: number): Promise<void> | undefined {
+    // No promise at all in the usual case: a read of durable data costs no extra tick.
+    return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset) : undefined;
   }
 
   /**
@@ -196,10 +227,12 @@ export class SqliteStore implements LogStore {
   }
 
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    this.syncer?.check();
     const before = { ...this.meta };
     const ts = Math.max(now, this.meta.lastTs);
+    let results: WriteResult[];
     try {
-      return this.db.transaction(() => {
+      results = this.db.transaction(() => {
         const results = requests.map((request) => this.apply(request, ts, now));
         if (this.meta.head !== before.head) {
           this.meta.lastTs = ts;
@@ -212,6 +245,9 @@ export class SqliteStore implements LogStore {
       this.meta = before;
       throw err;
     }
+    // Refusals too: a 409 tells the current offset, which must not be taken back either.
+    await this.durable(this.meta.head);
+    return results;
   }
 
   /** One request inside the group's transaction: all of its ops, or none. */
@@ -286,6 +322,7 @@ export class SqliteStore implements LogStore {
 
   async counters(): Promise<StoreCounters> {
     const { head, horizon, records, stateKeys, liveKeys } = this.meta;
+    await this.durable(head);
     return {
       head,
       horizon,
@@ -311,17 +348,13 @@ export class SqliteStore implements LogStore {
       meta: () => this.meta,
       transaction: <T>(work: () => T): T => {
         const before = { ...this.meta };
-        // A lost compaction step costs nothing but redoing it, so its commit skips the
-        // fsync; the next write's commit (synchronous = FULL) syncs the WAL up to there.
-        const relaxed = this.sync === 'full';
-        if (relaxed) this.sql.relaxSync.run();
+        // A lost compaction step costs nothing but redoing it, so its commit is not
+        // fsynced; the next write's fsync covers it.
         try {
           return this.db.transaction(work)();
         } catch (err) {
           this.meta = before;
           throw err;
-        } finally {
-          if (relaxed) this.sql.restoreSync.run();
         }
       },
       recordRemoval: (records: number, keys: number, horizon: number): void => {
@@ -355,6 +388,7 @@ export class SqliteStore implements LogStore {
   }
 
   async ping(): Promise<void> {
+    this.syncer?.check();
     this.sql.pageSize.get();
   }
 
@@ -364,6 +398,7 @@ export class SqliteStore implements LogStore {
 
   async close(): Promise<void> {
     if (!this.db.open) return;
+    await this.syncer?.close();
     for (const snapshot of this.snapshots) snapshot.close();
     this.db.pragma('wal_checkpoint(TRUNCATE)');
     this.db.close();
