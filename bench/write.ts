@@ -50,12 +50,17 @@ export async function versusBare(
 }
 
 /** req/s, p50 and p99 of both sides, and the per-round ratios. */
-export function versusBareMetrics(what: string, runs: VersusBare, rpsTarget: number, p99Target?: number): Metric[] {
+export function versusBareMetrics(what: string, runs: VersusBare, rpsTarget?: number, p99Target?: number): Metric[] {
   const pick = (side: keyof VersusBare, field: 'rps' | 'p50' | 'p99') => runs[side].map((r) => r[field]);
   return [
     { label: `statelog ${what}`, unit: 'req/s', values: pick('statelog', 'rps') },
     { label: `bare fastify ${what}`, unit: 'req/s', values: pick('bare', 'rps') },
-    { label: 'ratio statelog / bare (req/s)', unit: '×', values: ratios(pick('statelog', 'rps'), pick('bare', 'rps')), target: { op: '>=', value: rpsTarget } },
+    {
+      label: 'ratio statelog / bare (req/s)',
+      unit: '×',
+      values: ratios(pick('statelog', 'rps'), pick('bare', 'rps')),
+      ...(rpsTarget === undefined ? {} : { target: { op: '>=' as const, value: rpsTarget } }),
+    },
     { label: 'statelog p50', unit: 'ms', values: pick('statelog', 'p50') },
     { label: 'statelog p99', unit: 'ms', values: pick('statelog', 'p99') },
     { label: 'bare fastify p50', unit: 'ms', values: pick('bare', 'p50') },
@@ -77,10 +82,15 @@ export function writeFigure(connections: number): Figure {
     title: `Durable PUT, c = ${connections}, against a bare fastify route`,
     async run(settings) {
       const runs = await versusBare(settings, connections, putRequest);
+      // The targets are the issue's, at c = 50. With one or ten writers there is little
+      // to group: each write waits for its own fsync, which the bare route never does,
+      // so those figures show what a lone writer pays (one fsync of this disk is in the
+      // machine facts), not a ratio to meet.
+      const metrics = connections === 50 ? versusBareMetrics('PUT', runs, 0.6, 2) : versusBareMetrics('PUT', runs);
       return {
         scale: `${connections} connections, ${settings.seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
         settings: { connections, seconds: settings.seconds, rounds: settings.rounds, keys: PUT_KEYS, sync: 'full', failedRequests: failedRequests(runs) },
-        metrics: versusBareMetrics('PUT', runs, 0.6, 2),
+        metrics,
         details: runs,
       };
     },

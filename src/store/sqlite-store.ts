@@ -5,6 +5,7 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { LRUCache } from 'lru-cache';
 import type { SyncMode } from '../config.js';
 import { SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
@@ -54,6 +55,13 @@ interface Meta {
   supersededSince: number | null;
 }
 
+/**
+ * The hottest live entries, kept by get(): a read of a cached key skips SQLite. This
+ * process is the file's only writer and every append evicts its key, so an entry here is
+ * always the key's current one. Bounded by the characters of keys and values.
+ */
+const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
+
 interface StateRow {
   seq: number;
   live: 0 | 1;
@@ -86,6 +94,10 @@ export class SqliteStore implements LogStore {
   private compaction: SupersessionListener | null = null;
 
   private readonly sql;
+  private readonly entries = new LRUCache<string, StoredEntry>({
+    maxSize: ENTRY_CACHE.maxChars,
+    sizeCalculation: (entry) => entry.key.length + entry.value.length,
+  });
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
   private readonly snapshots = new Set<SqliteSnapshot>();
 
@@ -154,7 +166,11 @@ export class SqliteStore implements LogStore {
   }
 
   async get(key: string): Promise<StoredEntry | null> {
-    const entry = (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
+    let entry = this.entries.get(key) ?? null;
+    if (!entry) {
+      entry = (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
+      if (entry && entry.key.length + entry.value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(key, entry);
+    }
     // Absence may be a delete not yet on disk: only the head bounds it.
     await this.durable(entry?.offset ?? this.meta.head);
     return entry;
@@ -224,6 +240,7 @@ export class SqliteStore implements LogStore {
    */
   reloadMeta(): void {
     this.meta = this.sql.meta.get() as Meta;
+    this.entries.clear();
   }
 
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
@@ -309,6 +326,8 @@ export class SqliteStore implements LogStore {
     const live = value === null ? 0 : 1;
     this.sql.append.run(seq, key, live ? 'set' : 'delete', value, ts);
     this.sql.setState.run(key, seq, live);
+    // Evicted, not updated: if the transaction rolls back, the old entry is still current.
+    this.entries.delete(key);
     meta.head = seq;
     meta.records += 1;
     if (!current) meta.stateKeys += 1;

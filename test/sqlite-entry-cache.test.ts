@@ -1,0 +1,52 @@
+// The SQLite store keeps the hottest live entries in memory for get(): a cached entry
+// must never outlive the key's next write, deletion, or a write that rolled back.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { SqliteStore } from '../src/store/sqlite-store.js';
+import { tempDir } from './helpers.js';
+import { openStore, write } from './store-helpers.js';
+
+let store: SqliteStore;
+afterEach(async () => {
+  await store.close();
+});
+
+describe('the entry cache of get()', () => {
+  it('follows every write, delete and refused batch of a key it holds', async () => {
+    store = openStore(tempDir());
+    const now = Date.now();
+    await write(store, [{ op: 'set', key: 'a', value: '1' }], now);
+    expect(await store.get('a')).toMatchObject({ value: '1', offset: 1 });
+    // Cached now: a second read is the same entry.
+    expect(await store.get('a')).toMatchObject({ value: '1', offset: 1 });
+
+    await write(store, [{ op: 'set', key: 'a', value: '2' }], now);
+    expect(await store.get('a')).toMatchObject({ value: '2', offset: 2 });
+
+    await write(store, [{ op: 'incr', key: 'n', by: 5 }], now);
+    expect(await store.get('n')).toMatchObject({ value: '5' });
+    await write(store, [{ op: 'incr', key: 'n', by: 1 }], now);
+    expect(await store.get('n')).toMatchObject({ value: '6' });
+
+    // A batch that fails on its second item writes nothing: the first key keeps its value.
+    const refused = await write(store, [
+      { op: 'set', key: 'a', value: '3' },
+      { op: 'set', key: 'b', value: '1', ifOffset: 99 },
+    ], now);
+    expect(refused.ok).toBe(false);
+    expect(await store.get('a')).toMatchObject({ value: '2', offset: 2 });
+
+    await write(store, [{ op: 'delete', key: 'a' }], now);
+    expect(await store.get('a')).toBeNull();
+    await write(store, [{ op: 'set', key: 'a', value: '4' }], now);
+    expect(await store.get('a')).toMatchObject({ value: '4' });
+  });
+
+  it('serves values too large to cache straight from the database', async () => {
+    store = openStore(tempDir());
+    const big = JSON.stringify('x'.repeat(100_000));
+    await write(store, [{ op: 'set', key: 'big', value: big }], Date.now());
+    expect((await store.get('big'))?.value).toBe(big);
+    await write(store, [{ op: 'set', key: 'big', value: '1' }], Date.now());
+    expect((await store.get('big'))?.value).toBe('1');
+  });
+});
