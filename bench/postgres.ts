@@ -157,7 +157,7 @@ export const postgresFigure: Figure = {
     await admin.connect();
     const dbs = new Databases(admin);
     try {
-      const version = (await admin.query<{ v: string }>('SHOW server_version')).rows[0]!.v;
+      const version = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
       const runs = await writeRounds(settings, dbs, connections);
       const snapshots = await snapshotRates(settings, dbs, snapshotKeys);
       const pick = (side: Side, field: keyof Run) => runs[side].map((r) => r[field] ?? NaN);
