@@ -245,6 +245,12 @@ export async function buildApp(config: Config): Promise<App> {
     Math.min(config.idempotencyTtlMs, 60_000),
   ).unref();
 
+  // A client may half-close its side once its request is sent (shutdown(SHUT_WR)): its
+  // answer must still come, however long the write's fsync, the long poll or the
+  // compaction takes. By default Node aborts such a request and ends the connection at
+  // the client's FIN; with this (undocumented but kept: nodejs/node#36819) it answers,
+  // then ends it.
+  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   const connections = trackConnections(app.server);
   app.addHook('preClose', async () => {
     lifecycle.closing = true;

@@ -130,6 +130,33 @@ describe('malformed HTTP', () => {
   });
 });
 
+describe('a client that half-closes once its request is sent', () => {
+  /** Sends the request, then shuts down the sending side (FIN), and reads the answer. */
+  const halfClosed = (request: string) =>
+    new Promise<string>((resolve) => {
+      const { port } = t.app.server.address() as { port: number };
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => socket.end(request));
+      let answer = '';
+      socket.on('data', (chunk) => (answer += chunk));
+      socket.on('close', () => resolve(answer));
+    });
+
+  // A long poll or stream takes the FIN as the client leaving (src/request-lifetime.ts):
+  // it is answered at once with what there is.
+  it('still gets the answer to a write (after its fsync) and to a long poll', async () => {
+    const body = '{"value":1}';
+    const put = await halfClosed(
+      `PUT /v1/keys/half HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+    expect(put).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await t.http.get('/v1/keys/half')).body.value).toBe(1);
+    const { head } = (await t.http.get('/v1/stats')).body as { head: number };
+    const poll = await halfClosed(`GET /v1/changes?after=${head}&wait=1 HTTP/1.1\r\nHost: x\r\n\r\n`);
+    expect(poll).toMatch(/^HTTP\/1\.1 200 /);
+    expect(JSON.parse(poll.slice(poll.indexOf('\r\n\r\n') + 4))).toMatchObject({ records: [], next: head });
+  });
+});
+
 describe('shutdown', () => {
   it('does not wait for a connection that was opened and sent nothing', async () => {
     const { port } = t.app.server.address() as { port: number };
