@@ -225,6 +225,12 @@ export interface LogStore {
    */
   position(): LogPosition;
   /**
+   * Head, horizon and epoch read from the database now (on PostgreSQL, one round trip;
+   * what is read is also learnt, so position() follows). For checks that must not act
+   * on a head that lags another node's commit, such as refusing an offset as ahead.
+   */
+  readPosition(): Promise<LogPosition>;
+  /**
    * Calls `onHead` with the new head when another process sharing the database commits,
    * and `onError` when watching is interrupted (it resumes by itself). Returns a function
    * that stops the calls. A store whose process is the only writer never calls them.

@@ -123,7 +123,7 @@ export class PgStore implements LogStore {
     this.watch = new HeadWatch({
       node: this.node,
       client: { ...client, options: pgOptions([]) },
-      read: async () => (await this.pool.query<{ head: number; horizon: number }>('SELECT head, horizon FROM meta WHERE id = 1')).rows[0]!,
+      read: () => readMeta(this.pool),
       learn: (position) => this.learn(position, true),
       onError: (err) => this.reportError(err),
       catchUpMs: options.catchUpMs ?? 1000,
@@ -137,8 +137,7 @@ export class PgStore implements LogStore {
       const client = await store.pool.connect();
       try {
         await migratePostgres(client, options.migrationsDir);
-        const { rows } = await client.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1');
-        store.known = rows[0]!;
+        store.known = await readMeta(client);
       } finally {
         client.release();
       }
@@ -157,6 +156,12 @@ export class PgStore implements LogStore {
   /** The latest position this node knows: its own commits, notifications and catch-up reads. */
   position(): LogPosition {
     return { ...this.known };
+  }
+
+  async readPosition(): Promise<LogPosition> {
+    const read = await readMeta(this.pool);
+    this.learn(read, true);
+    return read;
   }
 
   watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void {
@@ -379,6 +384,11 @@ export class PgStore implements LogStore {
     await Promise.all([...this.passes].map((pass) => pass.abandon()));
     await Promise.all([this.pool.end(), this.snapshotPool.end()]);
   }
+}
+
+/** Head, horizon and epoch as the meta row has them now. */
+async function readMeta(db: pg.Pool | pg.PoolClient): Promise<LogPosition> {
+  return (await db.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1')).rows[0]!;
 }
 
 /**

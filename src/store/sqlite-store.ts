@@ -142,6 +142,11 @@ export class SqliteStore implements LogStore {
     return { head: this.meta.head, horizon: this.meta.horizon, epoch: this.meta.epoch };
   }
 
+  /** This process is the only writer: what it knows is the database's head. */
+  async readPosition(): Promise<LogPosition> {
+    return this.position();
+  }
+
   watchHead(): () => void {
     // This process is the file's only writer: every commit goes through its own batcher.
     return () => {};

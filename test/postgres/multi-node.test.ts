@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import type { PgStore } from '../../src/store/pg-store.js';
+import { SseClient } from '../stream-clients.js';
 import { checkFollowers, fixture, follow, http, sleep, type Fixture, type ReadPage } from './fixtures.js';
 
 let f: Fixture | undefined;
@@ -161,6 +162,38 @@ describe('offsets in commit order across nodes', () => {
     const [result] = await second;
     expect(JSON.parse(result!.answer.body).applied[0].offset).toBe(2);
   });
+});
+
+describe('a node that has not yet heard of another node\'s commit', () => {
+  it('never answers 410 offset_ahead for an offset that another node acknowledged', async () => {
+    f = await fixture();
+    const [a, b] = await Promise.all([f.spawn(), f.spawn()]);
+    const refused: string[] = [];
+    for (let i = 0; i < 150; i++) {
+      const { offset } = (await http(a.url, 'PUT', `/v1/keys/k${i % 10}`, { value: i })).body as { offset: number };
+      // At once on B, which learns of A's commit only by a notification.
+      const [poll, stream, resumed] = await Promise.all([
+        http(b.url, 'GET', `/v1/changes?after=${offset}`),
+        SseClient.open(`${b.url}/v1/changes/stream?after=${offset}`),
+        SseClient.open(`${b.url}/v1/changes/stream?after=0`, { 'last-event-id': String(offset) }),
+      ]);
+      if (poll.status !== 200) refused.push(`changes after=${offset}: ${poll.status} ${JSON.stringify(poll.body)}`);
+      expect(poll.body.next).toBeGreaterThanOrEqual(offset);
+      const streams: SseClient[] = [];
+      for (const [name, opened] of [['stream after', stream], ['stream Last-Event-ID', resumed]] as const) {
+        if (opened instanceof SseClient) streams.push(opened);
+        else refused.push(`${name}=${offset}: ${opened.status} ${opened.body}`);
+      }
+      // The open streams go on from there: the next write on A is their first record.
+      const next = (await http(a.url, 'PUT', '/v1/keys/next', { value: i })).body.offset as number;
+      for (const open of streams) {
+        await open.until((events) => events.some((e) => e.event !== 'progress'));
+        expect(open.events.filter((e) => e.event !== 'progress')[0]).toMatchObject({ id: String(next), event: 'record' });
+        open.close();
+      }
+    }
+    expect(refused).toEqual([]);
+  }, 60_000);
 });
 
 describe('no lost update across nodes', () => {
