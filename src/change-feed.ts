@@ -29,17 +29,6 @@ export function checkReader(after: number, position: { head: number; horizon: nu
   }
 }
 
-/**
- * checkReader without a query when the head this node knows is enough. On PostgreSQL
- * that head may lag another node's commit by a notification, and a client may bring an
- * offset from that node: an offset beyond it is checked against the database's own head
- * before it is refused as ahead.
- */
-export async function checkReaderNow(store: LogStore, after: number): Promise<void> {
-  const known = store.position();
-  checkReader(after, after > known.head ? await store.readPosition() : known);
-}
-
 export async function readFeed(
   store: LogStore,
   query: { after: number; prefix: string; limit: number; maxChars: number },

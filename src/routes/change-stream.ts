@@ -1,7 +1,7 @@
 // GET /v1/changes/stream: the change feed as Server-Sent Events, optionally preceded by
 // a snapshot, resumable with Last-Event-ID.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkEpoch, checkReaderNow } from '../change-feed.js';
+import { checkEpoch, checkReader } from '../change-feed.js';
 import { ChangeStreamSource, recordEvents } from '../change-stream-source.js';
 import { ApiError } from '../errors.js';
 import { checkPrefix } from '../key-rules.js';
@@ -33,7 +33,10 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
       throw new ApiError('invalid_request', 'snapshot=true starts at the snapshot\'s own offset: give no "after"');
     }
     const after = resume ?? req.query.after ?? 0;
-    if (!withSnapshot) await checkReaderNow(store, after);
+    // Against the database's head and horizon, not the ones this node last heard of: on
+    // PostgreSQL another node may have acknowledged `after` a moment ago. Reading them
+    // also answers 503 before the stream opens if the database cannot be reached.
+    if (!withSnapshot) checkReader(after, await store.readPosition());
 
     const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
 

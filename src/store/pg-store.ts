@@ -117,9 +117,14 @@ export class PgStore implements LogStore {
       idleTimeoutMillis: 30_000,
     });
     this.snapshotPool = new pg.Pool({ ...client, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
-    // An idle pooled connection that breaks must not take the process down.
-    this.pool.on('error', (err) => this.reportError(err));
-    this.snapshotPool.on('error', (err) => this.reportError(err));
+    for (const pool of [this.pool, this.snapshotPool]) {
+      // An idle pooled connection that breaks must not take the process down,
+      pool.on('error', (err) => this.reportError(err));
+      // nor one that is checked out (a snapshot between FETCHes, a compaction run, a
+      // locked write), whose break node-postgres emits as 'error' with no one listening:
+      // its holder learns of it from its next query, and the pool drops it on release.
+      pool.on('connect', (client) => client.on('error', () => {}));
+    }
     this.watch = new HeadWatch({
       node: this.node,
       client: { ...client, options: pgOptions([]) },

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import type { PgStore } from '../../src/store/pg-store.js';
 import { SseClient } from '../stream-clients.js';
-import { checkFollowers, fixture, follow, http, sleep, type Fixture, type ReadPage } from './fixtures.js';
+import { checkFollowers, fixture, follow, http, NO_SHEDDING, sleep, type Fixture, type ReadPage } from './fixtures.js';
 
 let f: Fixture | undefined;
 afterEach(async () => {
@@ -167,7 +167,7 @@ describe('offsets in commit order across nodes', () => {
 describe('a node that has not yet heard of another node\'s commit', () => {
   it('never answers 410 offset_ahead for an offset that another node acknowledged', async () => {
     f = await fixture();
-    const [a, b] = await Promise.all([f.spawn(), f.spawn()]);
+    const [a, b] = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
     const refused: string[] = [];
     for (let i = 0; i < 150; i++) {
       const { offset } = (await http(a.url, 'PUT', `/v1/keys/k${i % 10}`, { value: i })).body as { offset: number };
