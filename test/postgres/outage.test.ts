@@ -5,6 +5,7 @@
 // shared server itself is never stopped), or by terminating the node's sessions.
 import { get, type IncomingMessage } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import parsePrometheus from 'parse-prometheus-text-format';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toApiError } from '../../src/error-handler.js';
@@ -162,6 +163,63 @@ describe('the database cut off by the network', () => {
     const logs = node.logs();
     expect(logs.some((line) => line.msg === 'the database is unavailable')).toBe(true);
     expect(logs.filter((line) => line.msg === 'request failed' && line.level === 50)).toEqual([]);
+  }, 60_000);
+});
+
+/** /metrics, parsed: every sample without labels, by name. */
+async function scrape(node: UrlServer): Promise<Map<string, number>> {
+  const res = await fetch(`${node.url}/metrics`);
+  expect(res.status).toBe(200);
+  const families = parsePrometheus(await res.text());
+  return new Map(families.filter((f) => f.metrics.length === 1).map((f) => [f.name, Number(f.metrics[0]!.value)]));
+}
+
+describe("the compactor's timer while the database is cut off", () => {
+  it('logs and counts each failed check, keeps the process up, and compacts again once the database is back', async () => {
+    const node = await nodeBehindProxy({ STATELOG_COMPACT_INTERVAL_MS: '200', STATELOG_MIN_DIRTY_RATIO: '0' });
+    const supersede = async () => {
+      for (let i = 0; i < 3; i++) expect((await http(node.url, 'PUT', '/v1/keys/k', { value: i })).status).toBe(200);
+    };
+    /** Waits until a timed run has compacted k's records down to its latest one. */
+    const untilCompacted = async (runs: number) => {
+      for (;;) {
+        const metrics = await scrape(node);
+        if (metrics.get('statelog_compaction_runs_total')! >= runs && metrics.get('statelog_log_records') === 1) return metrics;
+        await sleep(100);
+      }
+    };
+    await supersede();
+    const before = await untilCompacted(1);
+    expect(before.get('statelog_compaction_failures_total')).toBe(0);
+
+    await proxy!.cut();
+    await sleep(1500);
+    // /metrics still answers, with the compactor's figures and without the log's.
+    const during = await scrape(node);
+    expect(during.get('statelog_database_up')).toBe(0);
+    expect(during.has('statelog_log_head')).toBe(false);
+    // About one failed check a period (200 ms) for 1.5 s.
+    expect(during.get('statelog_compaction_failures_total')).toBeGreaterThanOrEqual(3);
+    expect(during.get('statelog_compaction_runs_total')).toBe(before.get('statelog_compaction_runs_total'));
+    expect(node.proc.exitCode).toBeNull();
+
+    await proxy!.restore();
+    await untilReady(node);
+    const failures = (await scrape(node)).get('statelog_compaction_failures_total')!;
+    await supersede();
+    const after = await untilCompacted(before.get('statelog_compaction_runs_total')! + 1);
+    expect(after.get('statelog_database_up')).toBe(1);
+    // The next periods after the database came back failed no more.
+    expect(after.get('statelog_compaction_failures_total')).toBe(failures);
+
+    const logs = node.logs();
+    const checks = logs.filter((line) => line.msg === 'compaction check failed; it is retried at the next period');
+    expect(checks.length).toBeGreaterThanOrEqual(3);
+    expect(checks.every((line) => line.level === 50 && line.module === 'compactor')).toBe(true);
+    // No unhandled rejection or uncaught exception (close-with-grace would log it and exit).
+    expect(logs.filter((line) => line.msg === 'fatal error, shutting down')).toEqual([]);
+    expect(node.stderr()).toBe('');
+    expect(node.proc.exitCode).toBeNull();
   }, 60_000);
 });
 
