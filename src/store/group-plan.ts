@@ -75,6 +75,23 @@ export function groupKeys(requests: WriteRequest[]): { keys: string[]; incrKeys:
   return { keys: [...keys], incrKeys: [...incrKeys], idempotencyKeys: [...idempotencyKeys] };
 }
 
+/**
+ * True when an offset condition may be checked against a record of the group itself: an
+ * op with `ifOffset` on a key that an earlier op of the group writes. Such a group's
+ * decisions depend on the offsets it is given, so it cannot be planned before the head
+ * is known (offsets 1... instead of head + 1... would satisfy `ifOffset: 1`).
+ */
+export function conditionsOnOwnOffsets(requests: WriteRequest[]): boolean {
+  const written = new Set<string>();
+  for (const request of requests) {
+    for (const op of request.ops) {
+      if (op.ifOffset !== undefined && written.has(op.key)) return true;
+      written.add(op.key);
+    }
+  }
+  return false;
+}
+
 export function planGroup(input: GroupInput): GroupPlan {
   const plan: GroupPlan = {
     results: [],

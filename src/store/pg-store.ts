@@ -9,12 +9,13 @@
 // Each node keeps group commit: one transaction per group. The lock is the cluster's
 // bottleneck, so a group is planned from an unlocked read and written by one statement
 // (statelog_append) that holds the lock only inside the server; a group whose keys
-// changed meanwhile, or that carries idempotency keys, is applied under the lock from
-// the start instead (lock, read, write, commit: four round trips).
+// changed meanwhile, that carries idempotency keys, or whose offset conditions name its
+// own records, is applied under the lock from the start instead (lock, read, write,
+// commit: four round trips).
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../config.js';
-import { groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
+import { conditionsOnOwnOffsets, groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
 import type {
   ChangesPage,
   ChangesQuery,
@@ -243,10 +244,12 @@ export class PgStore implements LogStore {
    * A group without idempotency keys is planned from an unlocked read and written by
    * statelog_append() in one statement, which holds the meta row only inside the server.
    * If a key it read changed meanwhile, or it carries idempotency keys (whose answers are
-   * stored with their final offsets), it is applied under the lock from the start.
+   * stored with their final offsets), or an offset condition of it may meet one of its
+   * own records (decided by offsets that only the lock gives), it is applied under the
+   * lock from the start.
    */
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
-    if (!requests.some((request) => request.idempotency)) {
+    if (!requests.some((request) => request.idempotency) && !conditionsOnOwnOffsets(requests)) {
       const results = await this.commitPlanned(requests, now);
       if (results) return results;
       this.conflicts += 1;
@@ -287,7 +290,8 @@ export class PgStore implements LogStore {
     ]);
     if (appended.length === 0) return null;
     const base = appended[0]!.base;
-    // The same inputs give the same decisions: this only puts the real offsets in the answers.
+    // The same inputs give the same decisions (no offset condition meets a record of the
+    // group: see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
     const plan = planGroup({ ...input, head: base });
     this.learn({ head: base }, true);
     this.learn({ head: plan.head }, false);
