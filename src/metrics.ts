@@ -75,7 +75,7 @@ export class Metrics {
   });
   private readonly written = new Counter({
     name: 'statelog_records_written_total',
-    help: 'Records appended to the log (sets and delete markers)',
+    help: 'Records this process appended to the log (sets and delete markers)',
     registers: [this.registry],
   });
   private readonly streams = new Gauge({

@@ -73,8 +73,8 @@ export interface WriteResult {
   answer: Answer;
   /** True when the answer is a replay of an earlier request with the same idempotency key. */
   replayed: boolean;
-  /** True when this request appended records (head moved). */
-  wrote: boolean;
+  /** Records this request appended (one per op); 0 when it was refused or replayed. */
+  appended: number;
 }
 
 export interface LogPosition {

@@ -2,6 +2,7 @@
 // by readers on every node, no lost update across nodes, and a node killed mid-load.
 // Readers follow the log through each node's own store code (readChanges, woken by the
 // head watch), as the /v1/changes route does.
+import parsePrometheus from 'parse-prometheus-text-format';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import type { PgStore } from '../../src/store/pg-store.js';
@@ -19,6 +20,14 @@ interface Acked {
   key: string;
   /** JSON text of the value. */
   value: string;
+}
+
+/** /metrics of a node, parsed: the samples of unlabelled metrics, by name. */
+async function scrapeMetrics(url: string): Promise<Map<string, number>> {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  const families = parsePrometheus(await res.text());
+  return new Map(families.filter((family) => family.metrics.length === 1).map((family) => [family.name, Number(family.metrics[0]!.value)]));
 }
 
 const storeReader =
@@ -193,6 +202,48 @@ describe('a node that has not yet heard of another node\'s commit', () => {
       }
     }
     expect(refused).toEqual([]);
+  }, 60_000);
+});
+
+describe('metrics on several nodes', () => {
+  it("counts in statelog_records_written_total the records this node appended, and reads the log's gauges from the shared store", async () => {
+    f = await fixture();
+    const [a, b] = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
+    // Both nodes write at once, so each learns of the other's commits while its own are
+    // in flight: sets, batches of three, deletes, and writes that are refused (a delete
+    // of a key already deleted, an If-Match that does not hold) and write nothing.
+    const until = Date.now() + 2500;
+    const writer = async (url: string, name: string) => {
+      let appended = 0;
+      for (let i = 0; Date.now() < until; i++) {
+        const records = [0, 1, 2].map((j) => ({ key: `${name}/b${i % 7}-${j}`, value: i }));
+        const answers = await Promise.all([
+          http(url, 'PUT', `/v1/keys/${name}-k${i % 5}`, { value: i }),
+          http(url, 'POST', '/v1/records', { records }),
+          http(url, 'DELETE', `/v1/keys/${name}-k${(i + 2) % 5}`),
+          http(url, 'PUT', `/v1/keys/${name}-k0`, { value: i }, { 'if-match': '"1"' }),
+        ]);
+        for (const answer of answers) if (answer.status === 200) appended += answer.body.records?.length ?? 1;
+      }
+      return appended;
+    };
+    const appended = await Promise.all([writer(a.url, 'a'), writer(a.url, 'a2'), writer(b.url, 'b'), writer(b.url, 'b2')]);
+    const scrapes = await Promise.all([a, b].map((node) => scrapeMetrics(node.url)));
+    const stats = (await http(a.url, 'GET', '/v1/stats')).body;
+
+    expect(Math.min(appended[0]! + appended[1]!, appended[2]! + appended[3]!)).toBeGreaterThan(100);
+    expect(scrapes.map((m) => m.get('statelog_records_written_total'))).toEqual([
+      appended[0]! + appended[1]!,
+      appended[2]! + appended[3]!,
+    ]);
+    // The nodes together wrote the whole log (nothing was compacted).
+    expect(stats.head).toBe(appended.reduce((x, y) => x + y));
+    for (const metrics of scrapes) {
+      expect(metrics.get('statelog_log_head')).toBe(stats.head);
+      expect(metrics.get('statelog_log_records')).toBe(stats.records);
+      expect(metrics.get('statelog_live_keys')).toBe(stats.liveKeys);
+      expect(metrics.get('statelog_tombstones')).toBe(stats.tombstones);
+    }
   }, 60_000);
 });
 
