@@ -3,7 +3,8 @@
 import { STATUS_CODES as HTTP_REASONS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, type ErrorCode } from './errors.js';
+import { ApiError, databaseUnavailable, type ErrorCode } from './errors.js';
+import { isStoreUnavailable } from './store/unavailable.js';
 
 /** fastify's own errors, by code, as the contract's codes. */
 const FASTIFY_CODES: Record<string, ErrorCode> = {
@@ -43,6 +44,7 @@ const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
 
 export function toApiError(err: FastifyError | Error): ApiError {
   if (err instanceof ApiError) return err;
+  if (isStoreUnavailable(err)) return databaseUnavailable();
   const fastifyError = err as FastifyError;
   if (fastifyError.validation) return new ApiError('invalid_request', fastifyError.message);
   const status = fastifyError.statusCode ?? 500;
@@ -58,6 +60,9 @@ export function errorHandler(err: FastifyError | Error, request: FastifyRequest,
   const apiError = toApiError(err);
   if (apiError.statusCode >= 500 && apiError.code !== 'unavailable') {
     request.log.error({ err }, 'request failed');
+  } else if (!(err instanceof ApiError) && isStoreUnavailable(err)) {
+    // An outage, not a bug: the cause (which address, which SQLSTATE) without alarm.
+    request.log.warn({ err: { message: err.message, code: (err as { code?: unknown }).code } }, 'the database is unavailable');
   }
   return reply.code(apiError.statusCode).headers(apiError.headers).send(apiError.toBody());
 }

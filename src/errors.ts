@@ -48,3 +48,11 @@ export class ApiError extends Error {
     return { error: { code: this.code, message: this.message, ...this.details } };
   }
 }
+
+/**
+ * 503 for a database that cannot be used now. A node makes new connections on demand
+ * and listens again within a second of the database coming back, so a second is the wait.
+ */
+export function databaseUnavailable(message = 'the database is unavailable; retry later'): ApiError {
+  return new ApiError('unavailable', message, {}, { 'retry-after': '1' });
+}

@@ -3,7 +3,8 @@
 // The store's and the compactor's figures are read when scraped, not pushed, so they
 // are never stale and cost nothing between scrapes.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { dirtyRatio, type LogStore } from './store/log-store.js';
+import { dirtyRatio, type LogStore, type StoreCounters } from './store/log-store.js';
+import { isStoreUnavailable } from './store/unavailable.js';
 
 /** The route label of a request that matched no route: raw URLs would explode the label set. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -53,6 +54,12 @@ class MirroredCounter {
 
 export class Metrics {
   readonly registry = new Registry();
+  /**
+   * The log's gauges, read from the database at each scrape, apart: while the database
+   * cannot be read they are left out of the scrape (neither stale nor zero), and the
+   * rest, which an operator needs most during an outage, is still served.
+   */
+  private readonly logRegistry = new Registry();
   private compaction: () => CompactionStats = () => NO_COMPACTION;
 
   private readonly requests = new Counter({
@@ -77,7 +84,7 @@ export class Metrics {
   private readonly requestSeries = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<RequestLabel> }>();
   private readonly written = new Counter({
     name: 'statelog_records_written_total',
-    help: 'Records appended to the log (sets and delete markers)',
+    help: 'Records this process appended to the log (sets and delete markers)',
     registers: [this.registry],
   });
   private readonly streams = new Gauge({
@@ -87,14 +94,15 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  private readonly databaseUp = this.gauge('statelog_database_up', 'Whether the database answered this scrape (1) or could not be reached (0)');
   private readonly log = {
-    head: this.gauge('statelog_log_head', 'Highest offset ever assigned'),
-    horizon: this.gauge('statelog_log_horizon', 'Highest offset of a removed live delete marker'),
-    records: this.gauge('statelog_log_records', 'Records in the log, superseded ones included'),
-    liveKeys: this.gauge('statelog_live_keys', 'Keys with a live value'),
-    tombstones: this.gauge('statelog_tombstones', 'Keys whose latest record is a delete marker still kept'),
-    dirtyRatio: this.gauge('statelog_dirty_ratio', 'Superseded records / all records'),
-    dbBytes: this.gauge('statelog_db_bytes', 'Size of the database file and its write-ahead log'),
+    head: this.gauge('statelog_log_head', 'Highest offset ever assigned', this.logRegistry),
+    horizon: this.gauge('statelog_log_horizon', 'Highest offset of a removed live delete marker', this.logRegistry),
+    records: this.gauge('statelog_log_records', 'Records in the log, superseded ones included', this.logRegistry),
+    liveKeys: this.gauge('statelog_live_keys', 'Keys with a live value', this.logRegistry),
+    tombstones: this.gauge('statelog_tombstones', 'Keys whose latest record is a delete marker still kept', this.logRegistry),
+    dirtyRatio: this.gauge('statelog_dirty_ratio', 'Superseded records / all records', this.logRegistry),
+    dbBytes: this.gauge('statelog_db_bytes', 'Size of the database file and its write-ahead log', this.logRegistry),
   };
 
   private readonly compactionMetrics = {
@@ -119,8 +127,8 @@ export class Metrics {
     for (const kind of STREAM_KINDS) this.streams.set({ kind }, 0);
   }
 
-  private gauge(name: string, help: string): Gauge {
-    return new Gauge({ name, help, registers: [this.registry] });
+  private gauge(name: string, help: string, registry = this.registry): Gauge {
+    return new Gauge({ name, help, registers: [registry] });
   }
 
   get contentType(): string {
@@ -166,14 +174,22 @@ export class Metrics {
 
   /** The exposition text, with the store's and compactor's figures read now. */
   async exposition(): Promise<string> {
-    const counters = await this.store.counters();
-    this.log.head.set(counters.head);
-    this.log.horizon.set(counters.horizon);
-    this.log.records.set(counters.records);
-    this.log.liveKeys.set(counters.liveKeys);
-    this.log.tombstones.set(counters.tombstones);
-    this.log.dirtyRatio.set(dirtyRatio(counters));
-    this.log.dbBytes.set(counters.dbBytes);
+    let counters: StoreCounters | null = null;
+    try {
+      counters = await this.store.counters();
+    } catch (err) {
+      if (!isStoreUnavailable(err)) throw err;
+    }
+    this.databaseUp.set(counters ? 1 : 0);
+    if (counters) {
+      this.log.head.set(counters.head);
+      this.log.horizon.set(counters.horizon);
+      this.log.records.set(counters.records);
+      this.log.liveKeys.set(counters.liveKeys);
+      this.log.tombstones.set(counters.tombstones);
+      this.log.dirtyRatio.set(dirtyRatio(counters));
+      this.log.dbBytes.set(counters.dbBytes);
+    }
 
     const stats = this.compaction();
     const m = this.compactionMetrics;
@@ -183,6 +199,7 @@ export class Metrics {
     m.tombstonesRemoved.set(stats.tombstonesRemoved);
     m.totalDuration.set(stats.totalDurationMs / 1000);
     m.lastDuration.set(stats.lastDurationMs / 1000);
-    return this.registry.metrics();
+    const text = await this.registry.metrics();
+    return counters ? text + (await this.logRegistry.metrics()) : text;
   }
 }

@@ -45,7 +45,13 @@ export class TailPages {
       return shared;
     }
     const reading = readFeed(this.store, query).then((page) => ({ page, text: this.render(page.records) }));
-    if (this.pages.size < MAX_PAGES) this.pages.set(key, reading);
+    if (this.pages.size < MAX_PAGES) {
+      this.pages.set(key, reading);
+      // A failed read (the database unreachable for a moment) is not kept for the next reader.
+      reading.catch(() => {
+        if (this.pages.get(key) === reading) this.pages.delete(key);
+      });
+    }
     return reading;
   }
 }

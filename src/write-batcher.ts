@@ -12,7 +12,11 @@ interface Pending {
 }
 
 export interface WriteBatcherOptions {
-  /** Called after each commit that appended records, with the new head. */
+  /**
+   * Called after each commit that appended records, with the head as the store knows it
+   * and the number of records this group appended (not the head's move: on PostgreSQL
+   * the head also moves with other nodes' commits).
+   */
   onCommit?: (head: number, records: number) => void;
   now?: () => number;
 }
@@ -61,7 +65,6 @@ export class WriteBatcher {
   private async flush(): Promise<void> {
     const group = this.queue;
     this.queue = [];
-    const headBefore = this.store.position().head;
     let results: WriteResult[];
     try {
       results = await this.store.commit(
@@ -72,8 +75,8 @@ export class WriteBatcher {
       for (const pending of group) pending.reject(err);
       return;
     }
-    const head = this.store.position().head;
-    if (head !== headBefore) this.onCommit(head, head - headBefore);
+    const appended = results.reduce((sum, result) => sum + result.appended, 0);
+    if (appended > 0) this.onCommit(this.store.position().head, appended);
     group.forEach((pending, i) => pending.resolve(results[i]!));
   }
 }

@@ -126,6 +126,7 @@ describe('GET /metrics', () => {
     await traffic();
     const { families } = await scrape(t);
     expect(value(families, 'statelog_records_written_total')).toBe(6);
+    expect(value(families, 'statelog_database_up')).toBe(1);
     expect(value(families, 'statelog_log_head')).toBe(6);
     expect(value(families, 'statelog_log_records')).toBe(6);
     expect(value(families, 'statelog_live_keys')).toBe(3);

@@ -33,7 +33,10 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
       throw new ApiError('invalid_request', 'snapshot=true starts at the snapshot\'s own offset: give no "after"');
     }
     const after = resume ?? req.query.after ?? 0;
-    if (!withSnapshot) checkReader(after, store.position());
+    // Against the database's head and horizon, not the ones this node last heard of: on
+    // PostgreSQL another node may have acknowledged `after` a moment ago. Reading them
+    // also answers 503 before the stream opens if the database cannot be reached.
+    if (!withSnapshot) checkReader(after, await store.readPosition());
 
     const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
 

@@ -1,6 +1,6 @@
 // Stats and health: what dashboards and operators read.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ApiError } from '../errors.js';
+import { ApiError, databaseUnavailable } from '../errors.js';
 import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../schemas.js';
 import type { AppServices } from '../services.js';
 import { dirtyRatio } from '../store/log-store.js';
@@ -30,7 +30,7 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
     try {
       await store.ping();
     } catch {
-      throw new ApiError('unavailable', 'the database is not usable');
+      throw databaseUnavailable('the database is not usable');
     }
     return { status: 'ready' };
   });

@@ -75,6 +75,23 @@ export function groupKeys(requests: WriteRequest[]): { keys: string[]; incrKeys:
   return { keys: [...keys], incrKeys: [...incrKeys], idempotencyKeys: [...idempotencyKeys] };
 }
 
+/**
+ * True when an offset condition may be checked against a record of the group itself: an
+ * op with `ifOffset` on a key that an earlier op of the group writes. Such a group's
+ * decisions depend on the offsets it is given, so it cannot be planned before the head
+ * is known (offsets 1... instead of head + 1... would satisfy `ifOffset: 1`).
+ */
+export function conditionsOnOwnOffsets(requests: WriteRequest[]): boolean {
+  const written = new Set<string>();
+  for (const request of requests) {
+    for (const op of request.ops) {
+      if (op.ifOffset !== undefined && written.has(op.key)) return true;
+      written.add(op.key);
+    }
+  }
+  return false;
+}
+
 export function planGroup(input: GroupInput): GroupPlan {
   const plan: GroupPlan = {
     results: [],
@@ -96,10 +113,10 @@ export function planGroup(input: GroupInput): GroupPlan {
       const prior = plan.remember.get(idempotency.key) ?? input.answers.get(idempotency.key);
       if (prior && prior.expiresAt >= input.now) {
         if (prior.fingerprint === idempotency.fingerprint) {
-          plan.results.push({ answer: JSON.parse(prior.answer) as Answer, replayed: true, wrote: false });
+          plan.results.push({ answer: JSON.parse(prior.answer) as Answer, replayed: true, appended: 0 });
         } else {
           const answer = request.render({ ok: false, failure: { code: 'idempotency_key_reused' } });
-          plan.results.push({ answer, replayed: false, wrote: false });
+          plan.results.push({ answer, replayed: false, appended: 0 });
         }
         continue;
       }
@@ -107,12 +124,12 @@ export function planGroup(input: GroupInput): GroupPlan {
 
     const overlay = new RequestOverlay(lookup, plan.head, input.ts);
     let answer: Answer;
-    let wrote = false;
+    let appended = 0;
     try {
       const applied = request.ops.map((op, index) => overlay.apply(op, index));
       answer = request.render({ ok: true, applied });
       overlay.mergeInto(plan, current);
-      wrote = applied.length > 0;
+      appended = applied.length;
     } catch (err) {
       if (!(err instanceof Refusal)) throw err;
       answer = request.render({ ok: false, failure: err.failure });
@@ -124,7 +141,7 @@ export function planGroup(input: GroupInput): GroupPlan {
         expiresAt: input.now + input.idempotencyTtlMs,
       });
     }
-    plan.results.push({ answer, replayed: false, wrote });
+    plan.results.push({ answer, replayed: false, appended });
   }
   return plan;
 }

@@ -73,8 +73,8 @@ export interface WriteResult {
   answer: Answer;
   /** True when the answer is a replay of an earlier request with the same idempotency key. */
   replayed: boolean;
-  /** True when this request appended records (head moved). */
-  wrote: boolean;
+  /** Records this request appended (one per op); 0 when it was refused or replayed. */
+  appended: number;
 }
 
 export interface LogPosition {
@@ -224,6 +224,12 @@ export interface LogStore {
    * the head with their rows (readChanges, list).
    */
   position(): LogPosition;
+  /**
+   * Head, horizon and epoch read from the database now (on PostgreSQL, one round trip;
+   * what is read is also learnt, so position() follows). For checks that must not act
+   * on a head that lags another node's commit, such as refusing an offset as ahead.
+   */
+  readPosition(): Promise<LogPosition>;
   /**
    * Calls `onHead` with the new head when another process sharing the database commits,
    * and `onError` when watching is interrupted (it resumes by itself). Returns a function

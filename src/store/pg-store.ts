@@ -9,12 +9,13 @@
 // Each node keeps group commit: one transaction per group. The lock is the cluster's
 // bottleneck, so a group is planned from an unlocked read and written by one statement
 // (statelog_append) that holds the lock only inside the server; a group whose keys
-// changed meanwhile, or that carries idempotency keys, is applied under the lock from
-// the start instead (lock, read, write, commit: four round trips).
+// changed meanwhile, that carries idempotency keys, or whose offset conditions name its
+// own records, is applied under the lock from the start instead (lock, read, write,
+// commit: four round trips).
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../config.js';
-import { groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
+import { conditionsOnOwnOffsets, groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
 import type {
   ChangesPage,
   ChangesQuery,
@@ -117,13 +118,18 @@ export class PgStore implements LogStore {
       idleTimeoutMillis: 30_000,
     });
     this.snapshotPool = new pg.Pool({ ...client, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
-    // An idle pooled connection that breaks must not take the process down.
-    this.pool.on('error', (err) => this.reportError(err));
-    this.snapshotPool.on('error', (err) => this.reportError(err));
+    for (const pool of [this.pool, this.snapshotPool]) {
+      // An idle pooled connection that breaks must not take the process down,
+      pool.on('error', (err) => this.reportError(err));
+      // nor one that is checked out (a snapshot between FETCHes, a compaction run, a
+      // locked write), whose break node-postgres emits as 'error' with no one listening:
+      // its holder learns of it from its next query, and the pool drops it on release.
+      pool.on('connect', (client) => client.on('error', () => {}));
+    }
     this.watch = new HeadWatch({
       node: this.node,
       client: { ...client, options: pgOptions([]) },
-      read: async () => (await this.pool.query<{ head: number; horizon: number }>('SELECT head, horizon FROM meta WHERE id = 1')).rows[0]!,
+      read: () => readMeta(this.pool),
       learn: (position) => this.learn(position, true),
       onError: (err) => this.reportError(err),
       catchUpMs: options.catchUpMs ?? 1000,
@@ -137,8 +143,7 @@ export class PgStore implements LogStore {
       const client = await store.pool.connect();
       try {
         await migratePostgres(client, options.migrationsDir);
-        const { rows } = await client.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1');
-        store.known = rows[0]!;
+        store.known = await readMeta(client);
       } finally {
         client.release();
       }
@@ -157,6 +162,12 @@ export class PgStore implements LogStore {
   /** The latest position this node knows: its own commits, notifications and catch-up reads. */
   position(): LogPosition {
     return { ...this.known };
+  }
+
+  async readPosition(): Promise<LogPosition> {
+    const read = await readMeta(this.pool);
+    this.learn(read, true);
+    return read;
   }
 
   watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void {
@@ -233,10 +244,12 @@ export class PgStore implements LogStore {
    * A group without idempotency keys is planned from an unlocked read and written by
    * statelog_append() in one statement, which holds the meta row only inside the server.
    * If a key it read changed meanwhile, or it carries idempotency keys (whose answers are
-   * stored with their final offsets), it is applied under the lock from the start.
+   * stored with their final offsets), or an offset condition of it may meet one of its
+   * own records (decided by offsets that only the lock gives), it is applied under the
+   * lock from the start.
    */
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
-    if (!requests.some((request) => request.idempotency)) {
+    if (!requests.some((request) => request.idempotency) && !conditionsOnOwnOffsets(requests)) {
       const results = await this.commitPlanned(requests, now);
       if (results) return results;
       this.conflicts += 1;
@@ -277,7 +290,8 @@ export class PgStore implements LogStore {
     ]);
     if (appended.length === 0) return null;
     const base = appended[0]!.base;
-    // The same inputs give the same decisions: this only puts the real offsets in the answers.
+    // The same inputs give the same decisions (no offset condition meets a record of the
+    // group: see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
     const plan = planGroup({ ...input, head: base });
     this.learn({ head: base }, true);
     this.learn({ head: plan.head }, false);
@@ -379,6 +393,11 @@ export class PgStore implements LogStore {
     await Promise.all([...this.passes].map((pass) => pass.abandon()));
     await Promise.all([this.pool.end(), this.snapshotPool.end()]);
   }
+}
+
+/** Head, horizon and epoch as the meta row has them now. */
+async function readMeta(db: pg.Pool | pg.PoolClient): Promise<LogPosition> {
+  return (await db.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1')).rows[0]!;
 }
 
 /**

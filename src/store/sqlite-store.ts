@@ -160,6 +160,11 @@ export class SqliteStore implements LogStore {
     return { head: this.meta.head, horizon: this.meta.horizon, epoch: this.meta.epoch };
   }
 
+  /** This process is the only writer: what it knows is the database's head. */
+  async readPosition(): Promise<LogPosition> {
+    return this.position();
+  }
+
   watchHead(): () => void {
     // This process is the file's only writer: every commit goes through its own batcher.
     return () => {};
@@ -276,20 +281,20 @@ export class SqliteStore implements LogStore {
         | undefined;
       if (prior && prior.expiresAt >= now) {
         if (prior.fingerprint === idempotency.fingerprint) {
-          return { answer: JSON.parse(prior.answer) as Answer, replayed: true, wrote: false };
+          return { answer: JSON.parse(prior.answer) as Answer, replayed: true, appended: 0 };
         }
         const answer = request.render({ ok: false, failure: { code: 'idempotency_key_reused' } });
-        return { answer, replayed: false, wrote: false };
+        return { answer, replayed: false, appended: 0 };
       }
     }
 
     const saved = { ...this.meta };
     let answer: Answer;
-    let wrote = false;
+    let appended = 0;
     try {
       const applied = this.db.transaction(() => request.ops.map((op, index) => this.applyOp(op, index, ts)))();
       answer = request.render({ ok: true, applied });
-      wrote = applied.length > 0;
+      appended = applied.length;
     } catch (err) {
       if (!(err instanceof Refusal)) throw err;
       this.meta = saved;
@@ -298,7 +303,7 @@ export class SqliteStore implements LogStore {
     if (idempotency) {
       this.sql.remember.run(idempotency.key, idempotency.fingerprint, JSON.stringify(answer), now + this.ttlMs);
     }
-    return { answer, replayed: false, wrote };
+    return { answer, replayed: false, appended };
   }
 
   private applyOp(op: WriteOp, index: number, ts: number): AppliedOp {

@@ -7,6 +7,12 @@ import { PgStore, type PgStoreOptions } from '../../src/store/pg-store.js';
 import { createTestDatabase, type TestDatabase } from '../support/pg-database.js';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
 
+/**
+ * Settings for a spawned node that turn load shedding off: on a busy machine (shared by
+ * several test runs), a 503 for an event-loop delay is not what a test looks at.
+ */
+export const NO_SHEDDING = { STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0' };
+
 export interface Fixture {
   db: TestDatabase;
   open(options?: Partial<PgStoreOptions>): Promise<PgStore>;

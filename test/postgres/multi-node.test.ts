@@ -1,11 +1,15 @@
 // Several statelog processes on one PostgreSQL database: offsets in commit order as seen
-// by readers on every node, no lost update across nodes, and a node killed mid-load.
-// Readers follow the log through each node's own store code (readChanges, woken by the
-// head watch), as the /v1/changes route does.
+// by readers on every node, no false offset_ahead from a node that has not yet heard of
+// another's commit, per-node metrics, no lost update across nodes, and a node killed
+// mid-load (writers and long-poll readers move to the others). Some readers follow the
+// log through each node's own store code (readChanges, woken by the head watch), as the
+// /v1/changes route does; others are HTTP clients of the nodes.
+import parsePrometheus from 'parse-prometheus-text-format';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import type { PgStore } from '../../src/store/pg-store.js';
-import { checkFollowers, fixture, follow, http, sleep, type Fixture, type ReadPage } from './fixtures.js';
+import { SseClient, type WireRecord } from '../stream-clients.js';
+import { checkFollowers, fixture, follow, http, NO_SHEDDING, sleep, type Fixture, type ReadPage } from './fixtures.js';
 
 let f: Fixture | undefined;
 afterEach(async () => {
@@ -19,6 +23,23 @@ interface Acked {
   /** JSON text of the value. */
   value: string;
 }
+
+/** /metrics of a node, parsed: the samples of unlabelled metrics, by name. */
+async function scrapeMetrics(url: string): Promise<Map<string, number>> {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  const families = parsePrometheus(await res.text());
+  return new Map(families.filter((family) => family.metrics.length === 1).map((family) => [family.name, Number(family.metrics[0]!.value)]));
+}
+
+/** A record as /v1/changes sends it, as the store keeps it (the value as JSON text). */
+const fromWire = (r: WireRecord): StoredRecord => ({
+  offset: r.offset,
+  key: r.key,
+  op: r.op,
+  value: r.op === 'set' ? JSON.stringify(r.value) : null,
+  ts: r.ts,
+});
 
 const storeReader =
   (store: PgStore): ReadPage =>
@@ -163,6 +184,80 @@ describe('offsets in commit order across nodes', () => {
   });
 });
 
+describe('a node that has not yet heard of another node\'s commit', () => {
+  it('never answers 410 offset_ahead for an offset that another node acknowledged', async () => {
+    f = await fixture();
+    const [a, b] = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
+    const refused: string[] = [];
+    for (let i = 0; i < 150; i++) {
+      const { offset } = (await http(a.url, 'PUT', `/v1/keys/k${i % 10}`, { value: i })).body as { offset: number };
+      // At once on B, which learns of A's commit only by a notification.
+      const [poll, stream, resumed] = await Promise.all([
+        http(b.url, 'GET', `/v1/changes?after=${offset}`),
+        SseClient.open(`${b.url}/v1/changes/stream?after=${offset}`),
+        SseClient.open(`${b.url}/v1/changes/stream?after=0`, { 'last-event-id': String(offset) }),
+      ]);
+      if (poll.status !== 200) refused.push(`changes after=${offset}: ${poll.status} ${JSON.stringify(poll.body)}`);
+      expect(poll.body.next).toBeGreaterThanOrEqual(offset);
+      const streams: SseClient[] = [];
+      for (const [name, opened] of [['stream after', stream], ['stream Last-Event-ID', resumed]] as const) {
+        if (opened instanceof SseClient) streams.push(opened);
+        else refused.push(`${name}=${offset}: ${opened.status} ${opened.body}`);
+      }
+      // The open streams go on from there: the next write on A is their first record.
+      const next = (await http(a.url, 'PUT', '/v1/keys/next', { value: i })).body.offset as number;
+      for (const open of streams) {
+        await open.until((events) => events.some((e) => e.event !== 'progress'));
+        expect(open.events.filter((e) => e.event !== 'progress')[0]).toMatchObject({ id: String(next), event: 'record' });
+        open.close();
+      }
+    }
+    expect(refused).toEqual([]);
+  }, 60_000);
+});
+
+describe('metrics on several nodes', () => {
+  it("counts in statelog_records_written_total the records this node appended, and reads the log's gauges from the shared store", async () => {
+    f = await fixture();
+    const [a, b] = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
+    // Both nodes write at once, so each learns of the other's commits while its own are
+    // in flight: sets, batches of three, deletes, and writes that are refused (a delete
+    // of a key already deleted, an If-Match that does not hold) and write nothing.
+    const until = Date.now() + 2500;
+    const writer = async (url: string, name: string) => {
+      let appended = 0;
+      for (let i = 0; Date.now() < until; i++) {
+        const records = [0, 1, 2].map((j) => ({ key: `${name}/b${i % 7}-${j}`, value: i }));
+        const answers = await Promise.all([
+          http(url, 'PUT', `/v1/keys/${name}-k${i % 5}`, { value: i }),
+          http(url, 'POST', '/v1/records', { records }),
+          http(url, 'DELETE', `/v1/keys/${name}-k${(i + 2) % 5}`),
+          http(url, 'PUT', `/v1/keys/${name}-k0`, { value: i }, { 'if-match': '"1"' }),
+        ]);
+        for (const answer of answers) if (answer.status === 200) appended += answer.body.records?.length ?? 1;
+      }
+      return appended;
+    };
+    const appended = await Promise.all([writer(a.url, 'a'), writer(a.url, 'a2'), writer(b.url, 'b'), writer(b.url, 'b2')]);
+    const scrapes = await Promise.all([a, b].map((node) => scrapeMetrics(node.url)));
+    const stats = (await http(a.url, 'GET', '/v1/stats')).body;
+
+    expect(Math.min(appended[0]! + appended[1]!, appended[2]! + appended[3]!)).toBeGreaterThan(100);
+    expect(scrapes.map((m) => m.get('statelog_records_written_total'))).toEqual([
+      appended[0]! + appended[1]!,
+      appended[2]! + appended[3]!,
+    ]);
+    // The nodes together wrote the whole log (nothing was compacted).
+    expect(stats.head).toBe(appended.reduce((x, y) => x + y));
+    for (const metrics of scrapes) {
+      expect(metrics.get('statelog_log_head')).toBe(stats.head);
+      expect(metrics.get('statelog_log_records')).toBe(stats.records);
+      expect(metrics.get('statelog_live_keys')).toBe(stats.liveKeys);
+      expect(metrics.get('statelog_tombstones')).toBe(stats.tombstones);
+    }
+  }, 60_000);
+});
+
 describe('no lost update across nodes', () => {
   it('increments and compare-and-set loops racing on three nodes lose nothing', async () => {
     f = await fixture();
@@ -260,5 +355,82 @@ describe('a node killed mid-load', () => {
     expect(lost).toEqual([]);
     // The killed node's open transaction (if any) was rolled back: the survivors still write.
     expect((await http(nodes[1]!.url, 'PUT', '/v1/keys/after', { value: 1 })).status).toBe(200);
+  }, 60_000);
+
+  it("its long-poll clients resume on another node from their last `next`, and read every acknowledged write exactly once, in order", async () => {
+    f = await fixture();
+    const [a, b] = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
+    const acked: Acked[] = [];
+    let stopWriters = false;
+    // Writers on both nodes; those on A move to B once A is gone. A write cut by the kill
+    // was never acknowledged (it may or may not be in the log).
+    const writer = async (w: number) => {
+      let node = w % 2 ? b : a;
+      for (let i = 0; !stopWriters; i++) {
+        const key = `w${w}/k${i % 20}`;
+        try {
+          const answer = await http(node.url, 'PUT', `/v1/keys/${encodeURIComponent(key)}`, { value: i });
+          expect(answer.status).toBe(200);
+          acked.push({ offset: answer.body.offset, key, value: String(i) });
+        } catch (err) {
+          if (node === b) throw err;
+          node = b;
+        }
+      }
+    };
+    // Long-poll clients on A; each moves to B when its request to A fails, and goes on
+    // from the `next` of the last page it received.
+    let finalHead: number | null = null;
+    const poller = async () => {
+      const seen: StoredRecord[] = [];
+      let node = a;
+      let after = 0;
+      let resumedAt: number | null = null;
+      while (finalHead === null || after < finalHead) {
+        let page: { status: number; body: { records: WireRecord[]; next: number } };
+        try {
+          page = await http(node.url, 'GET', `/v1/changes?after=${after}&limit=50&wait=2`);
+        } catch (err) {
+          if (node === b) throw err;
+          node = b;
+          resumedAt = after;
+          continue;
+        }
+        expect(page.status).toBe(200);
+        seen.push(...page.body.records.map(fromWire));
+        after = page.body.next;
+      }
+      return { seen, resumedAt };
+    };
+
+    const writers = Array.from({ length: 6 }, (_, w) => writer(w));
+    const pollers = Array.from({ length: 6 }, () => poller());
+    await sleep(1500);
+    a.proc.kill('SIGKILL');
+    const killedAt = acked.length;
+    expect((await a.exited).signal).toBe('SIGKILL');
+    await sleep(1500);
+    stopWriters = true;
+    await Promise.all(writers);
+    finalHead = (await http(b.url, 'GET', '/v1/stats')).body.head as number;
+    const polled = await Promise.all(pollers);
+
+    // The whole log, read from offset 0 on the survivor (nothing was compacted).
+    const log: StoredRecord[] = [];
+    for (let after = 0; after < finalHead; ) {
+      const page = await http(b.url, 'GET', `/v1/changes?after=${after}&limit=1000`);
+      log.push(...(page.body.records as WireRecord[]).map(fromWire));
+      after = page.body.next;
+    }
+    expect(log.map((r) => r.offset)).toEqual(Array.from({ length: finalHead }, (_, i) => i + 1));
+    expect(acked.length - killedAt).toBeGreaterThan(50); // writes went on after the kill
+    for (const { seen, resumedAt } of polled) {
+      // Each client was on A when it died, had read part of the log there, and resumed on B.
+      expect(resumedAt).toBeGreaterThan(0);
+      expect(resumedAt).toBeLessThan(finalHead);
+      expect(seen).toEqual(log);
+    }
+    // No acknowledged write is lost: each is in the log at its offset.
+    expect(checkFollowers([log], acked)).toEqual({ missing: 0, repeatedOrUnordered: 0, disagreeing: 0 });
   }, 60_000);
 });

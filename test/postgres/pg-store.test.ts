@@ -222,6 +222,41 @@ describe('group commit on PostgreSQL', () => {
     const offsets = (await allRecords(a)).map((r) => r.offset);
     expect(offsets).toEqual(Array.from({ length: 400 }, (_, i) => i + 1));
   });
+
+  it("decides a condition on an offset that the group itself assigns as it would under the lock", async () => {
+    f = await fixture();
+    const store = await f.open();
+    for (let i = 0; i < 5; i++) await write(store, [set(`before${i}`, i)]);
+    // One group: k is set at offset 6, then a request asks for k at offset 1 (refused:
+    // k is at 6) and another for k at offset 6 (applied at 7). Planned before the head is
+    // known, the group's own offsets would start at 1.
+    const outcomes: unknown[] = [];
+    const request = (ops: Parameters<typeof write>[1]) => ({
+      ops,
+      render: (outcome: unknown) => (outcomes.push(outcome), { status: 200, headers: {}, body: '' }),
+    });
+    await store.commit(
+      [
+        request([set('k', 'first')]),
+        request([{ ...set('k', 'at 1'), ifOffset: 1 }]),
+        request([{ ...set('k', 'at 6'), ifOffset: 6 }]),
+        request([set('j', 'batch'), { ...set('j', 'batch again'), ifOffset: 1 }]),
+      ],
+      Date.now(),
+    );
+    expect(outcomes.slice(-4)).toEqual([
+      { ok: true, applied: [{ key: 'k', offset: 6 }] },
+      { ok: false, failure: { code: 'precondition_failed', index: 0, currentOffset: 6 } },
+      { ok: true, applied: [{ key: 'k', offset: 7 }] },
+      { ok: false, failure: { code: 'precondition_failed', index: 1, currentOffset: 8 } },
+    ]);
+    // Nothing but the applied requests was written.
+    expect((await allRecords(store)).slice(5).map((r) => [r.offset, r.key, r.value])).toEqual([
+      [6, 'k', '"first"'],
+      [7, 'k', '"at 6"'],
+    ]);
+    expect(await store.counters()).toMatchObject({ head: 7, records: 7 });
+  });
 });
 
 describe('bounded pages (the changes branch adds maxChars and full)', () => {

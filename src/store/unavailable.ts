@@ -1,0 +1,49 @@
+// Errors that mean the database cannot be used right now (unreachable, restarting, the
+// connection dropped, no connection to be had in time), as opposed to a bug or a
+// statement the database refused: the request may be retried later, so it is answered
+// 503 `unavailable` with Retry-After, not 500. The store itself recovers by itself:
+// broken connections leave the pool and new ones are made on demand.
+
+/** Socket errors on the way to the database (Node's codes). */
+const NETWORK_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/** PostgreSQL SQLSTATEs of a server that cannot serve now; class 08 is matched whole. */
+const SERVER_STATES: ReadonlySet<string> = new Set([
+  '57P01', // admin_shutdown: the server is stopping, or pg_terminate_backend()
+  '57P02', // crash_shutdown: another backend crashed
+  '57P03', // cannot_connect_now: starting up or in recovery
+  '53300', // too_many_connections
+  '25006', // read_only_sql_transaction: connected to a standby during a failover
+]);
+
+/**
+ * node-postgres reports a dropped connection, a connection timeout (its own, and the
+ * pool's wait for a connection) and a client that a broken connection left unusable
+ * without a code, in these messages.
+ */
+const DRIVER_MESSAGES =
+  /^(Connection terminated|timeout expired$|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable|Query read timeout)/;
+
+export function isStoreUnavailable(err: unknown, depth = 0): boolean {
+  if (!(err instanceof Error) || depth > 3) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && (NETWORK_CODES.has(code) || SERVER_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) {
+    return true;
+  }
+  if (DRIVER_MESSAGES.test(err.message)) return true;
+  // A connection attempt to several addresses fails with an AggregateError of each.
+  const inner = [err.cause, ...(err instanceof AggregateError ? err.errors : [])];
+  return inner.some((cause) => isStoreUnavailable(cause, depth + 1));
+}

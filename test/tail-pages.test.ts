@@ -1,0 +1,38 @@
+// The pages shared by change streams at the head: a read that failed (the database out
+// of reach for a moment) must not be handed to the next reader as if it were the page.
+import { describe, expect, it } from 'vitest';
+import type { ChangesPage, LogStore } from '../src/store/log-store.js';
+import { TailPages } from '../src/tail-pages.js';
+
+/** The slice of a store that TailPages reads, failing the first `failures` reads. */
+function flakyStore(failures: number): LogStore & { reads: number } {
+  const store = {
+    reads: 0,
+    position: () => ({ head: 5, horizon: 0, epoch: 'e' }),
+    async readChanges(): Promise<ChangesPage> {
+      store.reads += 1;
+      if (store.reads <= failures) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      return { records: [{ offset: 5, key: 'k', op: 'set', value: '1', ts: 0 }], head: 5, horizon: 0, full: false };
+    },
+  };
+  return store as unknown as LogStore & { reads: number };
+}
+
+describe('TailPages', () => {
+  const query = { after: 4, prefix: '', limit: 10, maxChars: 1000 };
+
+  it('shares one read among readers at the same offset while the head is unchanged', async () => {
+    const store = flakyStore(0);
+    const tail = new TailPages(store, (records) => records.map((r) => r.offset).join());
+    const [a, b] = await Promise.all([tail.read(query), tail.read(query)]);
+    expect([a.text, b.text, store.reads]).toEqual(['5', '5', 1]);
+  });
+
+  it('reads again after a failed read, at the same head', async () => {
+    const store = flakyStore(1);
+    const tail = new TailPages(store, (records) => records.map((r) => r.offset).join());
+    await expect(tail.read(query)).rejects.toThrow('ECONNREFUSED');
+    expect((await tail.read(query)).text).toBe('5');
+    expect(store.reads).toBe(2);
+  });
+});
