@@ -70,7 +70,7 @@ async function writeUntil(url: string, name: string, until: number): Promise<Ack
 describe('offsets in commit order across nodes', () => {
   it('every reader on every node sees every acknowledged write once, in the same order, with no gap', async () => {
     f = await fixture();
-    const nodes = await Promise.all([f.spawn(), f.spawn(), f.spawn()]);
+    const nodes = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
     // One reader beside each node: its own store (connections, notifications).
     const readers = await Promise.all(nodes.map(() => f!.open()));
     let finalHead: number | null = null;
@@ -261,7 +261,7 @@ describe('metrics on several nodes', () => {
 describe('no lost update across nodes', () => {
   it('increments and compare-and-set loops racing on three nodes lose nothing', async () => {
     f = await fixture();
-    const nodes = await Promise.all([f.spawn(), f.spawn(), f.spawn()]);
+    const nodes = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
 
     const incrValues: number[] = [];
     const incrementer = async (url: string) => {
@@ -301,7 +301,7 @@ describe('no lost update across nodes', () => {
 
   it('an Idempotency-Key sent to two nodes at once writes once', async () => {
     f = await fixture();
-    const nodes = await Promise.all([f.spawn(), f.spawn()]);
+    const nodes = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
     for (let round = 0; round < 10; round++) {
       const send = (url: string) =>
         http(url, 'POST', '/v1/records', { records: [{ key: 'paid', op: 'incr', by: 5 }] }, { 'idempotency-key': `pay-${round}` });
@@ -317,7 +317,7 @@ describe('no lost update across nodes', () => {
 describe('a node killed mid-load', () => {
   it('the others go on, clients move to them, and no acknowledged write is lost', async () => {
     f = await fixture();
-    const nodes = await Promise.all([f.spawn(), f.spawn(), f.spawn()]);
+    const nodes = await Promise.all([f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING), f.spawn(NO_SHEDDING)]);
     const victim = nodes[0]!;
     const acked: (Acked & { at: number })[] = [];
     let stop = false;
