@@ -25,7 +25,7 @@ const SQLITE_ONLY = [
 ];
 const POSTGRES_ONLY = ['test/postgres/**'];
 /** Tests of no store at all: run once, in the sqlite project. */
-const STORE_FREE = ['test/config.test.ts', 'test/bench-smoke.test.ts'];
+const STORE_FREE = ['test/config.test.ts', 'test/bench-smoke.test.ts', 'test/tail-pages.test.ts'];
 
 export default defineConfig({
   test: {
