@@ -1,8 +1,6 @@
 import type { Socket } from 'node:net';
-import Database from 'better-sqlite3';
 import { EventSource } from 'eventsource';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { SqliteStore } from '../src/store/sqlite-store.js';
 import { startApp, type TestApp } from './helpers.js';
 import { RandomWriter } from './random-writer.js';
 import {
@@ -49,12 +47,7 @@ const lastId = (events: SseEvent[]): number => Number(events.filter((e) => e.id 
 const put = (key: string, value: unknown) => writeBatch(base, [{ key, value }]);
 
 /** Moves the horizon as a compactor that removed a tombstone at `horizon` would. */
-function setHorizon(horizon: number): void {
-  const db = new Database(t.dbPath);
-  db.prepare('UPDATE meta SET horizon = ? WHERE id = 1').run(horizon);
-  db.close();
-  (t.app.services.store as SqliteStore).reloadMeta();
-}
+const setHorizon = (horizon: number) => t.database.setHorizon(horizon);
 
 describe('GET /v1/changes/stream, parsed by hand', () => {
   it('sends records as id/event/data and progress when the prefix skipped records', async () => {
@@ -140,7 +133,7 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
     // Two readers at one offset share the read of the log, and its failure.
     const streams = await Promise.all([1, 2].map(() => SseClient.connect(streamUrl('after=0'))));
     await Promise.all(streams.map((s) => s.until((events) => lastId(events) === 3)));
-    setHorizon(5);
+    await setHorizon(5);
     await writeBatch(base, [{ key: 'k1', op: 'delete' }, { key: 'k2', op: 'delete' }]);
     for (const stream of streams) {
       await stream.ended;
@@ -169,7 +162,7 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
 
   it('answers 410 before the stream opens: below the horizon, ahead of the head, another epoch', async () => {
     await writeBatch(base, [1, 2, 3].map((i) => ({ key: `k${i}`, value: i })));
-    setHorizon(2);
+    await setHorizon(2);
     const cases: [string, Record<string, string>, Record<string, unknown>][] = [
       ['after=1', {}, { code: 'offset_compacted', horizon: 2 }],
       ['after=0', { 'last-event-id': '1' }, { code: 'offset_compacted', horizon: 2 }],

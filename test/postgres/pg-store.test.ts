@@ -12,7 +12,8 @@ import { prefixUpperBound } from '../../src/store/pg-sql.js';
 import type { CompactionPass, StoredEntry } from '../../src/store/log-store.js';
 import { tempDir } from '../helpers.js';
 import { createTestDatabase } from '../support/pg-database.js';
-import { allRecords, fixture, sleep, write, type Fixture } from './fixtures.js';
+import { allRecords, write } from '../store-helpers.js';
+import { fixture, sleep, type Fixture } from './fixtures.js';
 
 let f: Fixture | undefined;
 let dir: string | undefined;
