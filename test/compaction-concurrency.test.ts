@@ -36,9 +36,10 @@ async function slowSnapshot(store: LogStore): Promise<{ offset: number; state: M
 /**
  * A client that keeps a copy of the state: from a snapshot (or from offset 0 with
  * nothing), it applies pages of changes; whenever its position is below the horizon it
- * re-snapshots, as a 410 offset_compacted tells it to.
+ * re-snapshots, as a 410 offset_compacted tells it to. It stops once it has caught up
+ * with `last()`, the offset of the last write (null while writers still run).
  */
-async function follow(store: LogStore, fromScratch: boolean, until: () => boolean) {
+async function follow(store: LogStore, fromScratch: boolean, last: () => number | null) {
   let position = 0;
   let state = new Map<string, string>();
   let resnapshots = 0;
@@ -55,7 +56,8 @@ async function follow(store: LogStore, fromScratch: boolean, until: () => boolea
     }
     applyRecords(state, page.records);
     position = page.records.at(-1)?.offset ?? page.head;
-    if (page.records.length === 0 && until()) return { state, resnapshots };
+    const end = last();
+    if (page.records.length === 0 && end !== null && position >= end) return { state, resnapshots };
     await turn();
   }
 }
@@ -94,13 +96,17 @@ describe('readers and writers during a compaction run', () => {
 
     const run = t.app.compactor.run();
     const writers = [1, 2, 3].map(writer);
-    const readers = [follow(store, true, () => !running), follow(store, false, () => !running)];
+    // Writes still in flight when the writers are told to stop commit after it: the
+    // followers wait for the last of them, not for the stop.
+    let lastWrite: number | null = null;
+    const readers = [follow(store, true, () => lastWrite), follow(store, false, () => lastWrite)];
     const snapshotting = snapshotter();
     const summary = await run;
     // A little more traffic after the run, then everyone stops.
     for (let i = 0; i < 20; i++) await turn();
     running = false;
     await Promise.all([...writers, snapshotting]);
+    lastWrite = Math.max(FILLED, ...written.map((w) => w.offset));
     const followers = await Promise.all(readers);
 
     // The run did its work while the writes were flowing.
