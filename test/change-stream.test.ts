@@ -42,6 +42,15 @@ function dropConnections(): void {
   for (const socket of sockets) socket.destroy();
 }
 
+/**
+ * Cuts every connection as a failing network would, and gives the clients a moment to
+ * see it: the test's own writer must not reuse a keep-alive connection already cut.
+ */
+async function cutConnections(): Promise<void> {
+  dropConnections();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
 const streamUrl = (query = ''): string => `${base}/v1/changes/stream?${query}`;
 const lastId = (events: SseEvent[]): number => Number(events.filter((e) => e.id !== undefined).at(-1)?.id ?? -1);
 const put = (key: string, value: unknown) => writeBatch(base, [{ key, value }]);
@@ -245,12 +254,12 @@ describe('GET /v1/changes/stream with the eventsource package', () => {
     };
     await writeSome(20);
     await until(() => client.seen.length === 20);
-    dropConnections();
+    await cutConnections();
     await writeSome(15); // committed while the client is away
     await until(() => client.opens() === 2);
     await writeSome(10);
     await until(() => client.seen.length >= 45);
-    dropConnections();
+    await cutConnections();
     await until(() => client.opens() === 3);
     await writeSome(5);
     await until(() => client.seen.length >= 50);
@@ -266,7 +275,7 @@ describe('GET /v1/changes/stream with the eventsource package', () => {
     await writeBatch(base, [1, 2, 3, 4, 5].map((i) => ({ key: `b/${i}`, value: i })));
     const client = subscribe(streamUrl('after=0&prefix=a/'));
     await until(() => client.seen.some((e) => e.type === 'progress' && e.lastEventId === '6'));
-    dropConnections();
+    await cutConnections();
     await until(() => client.opens() === 2);
     await put('a/2', 2);
     await until(() => client.seen.filter((e) => e.type === 'record').length === 2);
