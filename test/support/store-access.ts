@@ -64,7 +64,8 @@ export interface TestStore {
   /**
    * Whether a read transaction (a snapshot) holds the database at an old state: on
    * SQLite, a checkpoint cannot copy back the newest write (write once after it began);
-   * on PostgreSQL, a statelog session sits in a transaction.
+   * on PostgreSQL, a statelog session is in a transaction (a snapshot's lasts; any other
+   * is a moment's query).
    */
   readTransactionOpen(): Promise<boolean>;
   /** Fills the empty database with planFill's log; returns the live keys' values. */
@@ -296,7 +297,7 @@ async function postgresTestStore(): Promise<TestStore> {
     async readTransactionOpen() {
       const [row] = await query<{ open: boolean }>(
         `SELECT count(*) > 0 AS open FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'statelog' AND state LIKE 'idle in transaction%'`,
+         WHERE datname = current_database() AND application_name = 'statelog' AND xact_start IS NOT NULL`,
       );
       return row!.open;
     },
