@@ -1,8 +1,7 @@
 // POST /v1/admin/compact and lastCompaction in GET /v1/stats, through the real app.
 import { afterEach, describe, expect, it } from 'vitest';
 import { json, startApp, type TestApp } from './helpers.js';
-import { countedFromTables, keptCounters, openStore } from './store-helpers.js';
-import type { SqliteStore } from '../src/store/sqlite-store.js';
+import { keptCounters } from './store-helpers.js';
 
 let t: TestApp;
 afterEach(async () => {
@@ -11,7 +10,6 @@ afterEach(async () => {
 
 const put = (key: string, value: unknown) => t.http.put(`/v1/keys/${encodeURIComponent(key)}`).set(json).send({ value });
 const del = (key: string) => t.http.delete(`/v1/keys/${encodeURIComponent(key)}`);
-const sqliteStore = () => t.app.services.store as SqliteStore;
 
 describe('POST /v1/admin/compact', () => {
   it('removes superseded records and expired delete markers, and answers with the contract shape', async () => {
@@ -47,7 +45,7 @@ describe('POST /v1/admin/compact', () => {
 
     // The removed delete marker held the head: head stays, and the next offset is new.
     expect((await put('b', 1)).body).toEqual({ key: 'b', offset: 11 });
-    expect(await keptCounters(sqliteStore())).toEqual(countedFromTables(sqliteStore()));
+    expect(await keptCounters(t.app.services.store)).toEqual(await t.database.counted());
   });
 
   it('keeps delete markers younger than the retention, and records younger than the minimum lag', async () => {
@@ -82,8 +80,7 @@ describe('POST /v1/admin/compact', () => {
   it('answers 503 when the run fails, keeps serving, and a later run succeeds', async () => {
     t = await startApp();
     for (let i = 0; i < 20; i++) await put('k', i);
-    sqliteStore().db.exec(`CREATE TEMP TRIGGER fail_compaction BEFORE DELETE ON log
-      BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    const restore = await t.database.failCompaction('injected failure');
     const failed = await t.http.post('/v1/admin/compact');
     expect(failed.status).toBe(503);
     expect(failed.body.error.code).toBe('unavailable');
@@ -94,7 +91,7 @@ describe('POST /v1/admin/compact', () => {
     expect((await put('k', 'still writing')).status).toBe(200);
     expect((await t.http.get('/v1/stats')).body).toMatchObject({ records: 21, lastCompaction: null });
 
-    sqliteStore().db.exec('DROP TRIGGER fail_compaction');
+    await restore();
     expect((await t.http.post('/v1/admin/compact')).body).toMatchObject({ removed: 20, head: 21 });
     expect((await t.http.get('/v1/keys/k')).body.value).toBe('still writing');
   });
@@ -123,14 +120,14 @@ describe('the timer', () => {
         .set(json)
         .send({ records: Array.from({ length: 1000 }, (_, i) => ({ key: `k${i % 100}`, value: batch })) });
     }
-    const store = sqliteStore();
+    const store = t.app.services.store;
     const run = t.app.compactor.run();
     run.catch(() => {});
     await t.app.close();
     await expect(run).rejects.toThrow('the compactor stopped');
-    expect(store.db.open).toBe(false);
-    const reopened = openStore(t.dir);
-    expect(await keptCounters(reopened)).toEqual(countedFromTables(reopened));
+    await expect(store.ping(), 'the store is closed').rejects.toThrow();
+    const reopened = await t.database.openStore();
+    expect(await keptCounters(reopened)).toEqual(await t.database.counted());
     expect((await reopened.counters()).records).toBeLessThan(20_000);
     await reopened.close();
   });

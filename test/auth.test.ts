@@ -145,10 +145,12 @@ describe('routes added later by other code', () => {
   let port: number;
   beforeAll(async () => {
     // Registered the way another issue's plugin would be: auth knows nothing of them.
-    t = await startApp({ STATELOG_TOKENS: TOKENS_ENV }, undefined, (app) => {
-      app.post('/v1/admin/test-op', async () => ({ done: true }));
-      app.get('/v1/test-thing', async () => ({ thing: true }));
-      app.patch('/v1/test-thing', async () => ({ patched: true }));
+    t = await startApp({ STATELOG_TOKENS: TOKENS_ENV }, {
+      prepare: (app) => {
+        app.post('/v1/admin/test-op', async () => ({ done: true }));
+        app.get('/v1/test-thing', async () => ({ thing: true }));
+        app.patch('/v1/test-thing', async () => ({ patched: true }));
+      },
     });
     port = portOf(t.app.server);
   });

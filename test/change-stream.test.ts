@@ -1,8 +1,6 @@
 import type { Socket } from 'node:net';
-import Database from 'better-sqlite3';
 import { EventSource } from 'eventsource';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { SqliteStore } from '../src/store/sqlite-store.js';
 import { startApp, type TestApp } from './helpers.js';
 import { RandomWriter } from './random-writer.js';
 import {
@@ -44,17 +42,21 @@ function dropConnections(): void {
   for (const socket of sockets) socket.destroy();
 }
 
+/**
+ * Cuts every connection as a failing network would, and gives the clients a moment to
+ * see it: the test's own writer must not reuse a keep-alive connection already cut.
+ */
+async function cutConnections(): Promise<void> {
+  dropConnections();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
 const streamUrl = (query = ''): string => `${base}/v1/changes/stream?${query}`;
 const lastId = (events: SseEvent[]): number => Number(events.filter((e) => e.id !== undefined).at(-1)?.id ?? -1);
 const put = (key: string, value: unknown) => writeBatch(base, [{ key, value }]);
 
 /** Moves the horizon as a compactor that removed a tombstone at `horizon` would. */
-function setHorizon(horizon: number): void {
-  const db = new Database(t.dbPath);
-  db.prepare('UPDATE meta SET horizon = ? WHERE id = 1').run(horizon);
-  db.close();
-  (t.app.services.store as SqliteStore).reloadMeta();
-}
+const setHorizon = (horizon: number) => t.database.setHorizon(horizon);
 
 describe('GET /v1/changes/stream, parsed by hand', () => {
   it('sends records as id/event/data and progress when the prefix skipped records', async () => {
@@ -140,7 +142,7 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
     // Two readers at one offset share the read of the log, and its failure.
     const streams = await Promise.all([1, 2].map(() => SseClient.connect(streamUrl('after=0'))));
     await Promise.all(streams.map((s) => s.until((events) => lastId(events) === 3)));
-    setHorizon(5);
+    await setHorizon(5);
     await writeBatch(base, [{ key: 'k1', op: 'delete' }, { key: 'k2', op: 'delete' }]);
     for (const stream of streams) {
       await stream.ended;
@@ -169,7 +171,7 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
 
   it('answers 410 before the stream opens: below the horizon, ahead of the head, another epoch', async () => {
     await writeBatch(base, [1, 2, 3].map((i) => ({ key: `k${i}`, value: i })));
-    setHorizon(2);
+    await setHorizon(2);
     const cases: [string, Record<string, string>, Record<string, unknown>][] = [
       ['after=1', {}, { code: 'offset_compacted', horizon: 2 }],
       ['after=0', { 'last-event-id': '1' }, { code: 'offset_compacted', horizon: 2 }],
@@ -252,12 +254,12 @@ describe('GET /v1/changes/stream with the eventsource package', () => {
     };
     await writeSome(20);
     await until(() => client.seen.length === 20);
-    dropConnections();
+    await cutConnections();
     await writeSome(15); // committed while the client is away
     await until(() => client.opens() === 2);
     await writeSome(10);
     await until(() => client.seen.length >= 45);
-    dropConnections();
+    await cutConnections();
     await until(() => client.opens() === 3);
     await writeSome(5);
     await until(() => client.seen.length >= 50);
@@ -273,7 +275,7 @@ describe('GET /v1/changes/stream with the eventsource package', () => {
     await writeBatch(base, [1, 2, 3, 4, 5].map((i) => ({ key: `b/${i}`, value: i })));
     const client = subscribe(streamUrl('after=0&prefix=a/'));
     await until(() => client.seen.some((e) => e.type === 'progress' && e.lastEventId === '6'));
-    dropConnections();
+    await cutConnections();
     await until(() => client.opens() === 2);
     await put('a/2', 2);
     await until(() => client.seen.filter((e) => e.type === 'record').length === 2);

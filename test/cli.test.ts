@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { StateMirror, StatelogClient, type ResetEvent } from '../src/client/index.js';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, TEST_STORE, type TestApp } from './helpers.js';
 import { cli } from './support/cli.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -94,7 +94,11 @@ describe('statelog CLI', () => {
     const down = await cli(['get', 'k'], { STATELOG_URL: 'http://127.0.0.1:9' });
     expect(down.code).toBe(1);
   });
+});
 
+// statelog backup and restore copy SQLite files (the SQLite backup API); a PostgreSQL
+// log is backed up with PostgreSQL's own tools.
+describe.runIf(TEST_STORE === 'sqlite')('statelog backup and restore', () => {
   it('backs up online and restores offline with a new epoch; a mirror across the restore resets', async () => {
     await cli(['put', 'a', '1'], env);
     await cli(['put', 'b', '{"x":[true]}'], env);

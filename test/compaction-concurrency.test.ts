@@ -2,26 +2,24 @@
 // process, through the real app: every write is acknowledged and kept, every snapshot is
 // the state at its offset, and every reader that follows the rules (re-snapshot below
 // the horizon) ends at the current state.
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { StoredRecord } from '../src/store/log-store.js';
-import type { SqliteStore } from '../src/store/sqlite-store.js';
-import { fillLog, keyName } from './fill-log.js';
-import { json, startApp, tempDir, type TestApp } from './helpers.js';
-import { allRecords, applyRecords, countedFromTables, currentState, keptCounters, snapshotPage } from './store-helpers.js';
+import type { LogStore, StoredRecord } from '../src/store/log-store.js';
+import { keyName } from './fill-log.js';
+import { json, startApp, type TestApp } from './helpers.js';
+import { allRecords, applyRecords, currentState, keptCounters, snapshotPage } from './store-helpers.js';
 
 const FILLED = 200_000;
 const KEYS = 1_000;
 
 let t: TestApp;
 afterAll(async () => {
-  await t.close();
+  await t?.close();
 });
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 /** A snapshot read a page at a time, letting the event loop run between pages. */
-async function slowSnapshot(store: SqliteStore): Promise<{ offset: number; state: Map<string, string> }> {
+async function slowSnapshot(store: LogStore): Promise<{ offset: number; state: Map<string, string> }> {
   const snapshot = await store.openSnapshot('');
   try {
     const state = new Map<string, string>();
@@ -38,9 +36,10 @@ async function slowSnapshot(store: SqliteStore): Promise<{ offset: number; state
 /**
  * A client that keeps a copy of the state: from a snapshot (or from offset 0 with
  * nothing), it applies pages of changes; whenever its position is below the horizon it
- * re-snapshots, as a 410 offset_compacted tells it to.
+ * re-snapshots, as a 410 offset_compacted tells it to. It stops once it has caught up
+ * with `last()`, the offset of the last write (null while writers still run).
  */
-async function follow(store: SqliteStore, fromScratch: boolean, until: () => boolean) {
+async function follow(store: LogStore, fromScratch: boolean, last: () => number | null) {
   let position = 0;
   let state = new Map<string, string>();
   let resnapshots = 0;
@@ -57,17 +56,20 @@ async function follow(store: SqliteStore, fromScratch: boolean, until: () => boo
     }
     applyRecords(state, page.records);
     position = page.records.at(-1)?.offset ?? page.head;
-    if (page.records.length === 0 && until()) return { state, resnapshots };
+    const end = last();
+    if (page.records.length === 0 && end !== null && position >= end) return { state, resnapshots };
     await turn();
   }
 }
 
 describe('readers and writers during a compaction run', () => {
   it('all stay correct', async () => {
-    const dir = tempDir();
-    const filled = fillLog(join(dir, 'statelog.db'), { records: FILLED, keys: KEYS, deletedKeys: 50 });
-    t = await startApp({ STATELOG_TOMBSTONE_RETENTION_MS: '0' }, dir);
-    const store = t.app.services.store as SqliteStore;
+    let filled = new Map<string, string>();
+    t = await startApp(
+      { STATELOG_TOMBSTONE_RETENTION_MS: '0' },
+      { seed: async (database) => (filled = await database.fillLog({ records: FILLED, keys: KEYS, deletedKeys: 50 })) },
+    );
+    const store = t.app.services.store;
 
     const written: StoredRecord[] = [];
     let running = true;
@@ -94,17 +96,17 @@ describe('readers and writers during a compaction run', () => {
 
     const run = t.app.compactor.run();
     const writers = [1, 2, 3].map(writer);
-    // Followers stop only once every write has been answered: an empty page before that
-    // may just mean the last writes are still on their way to disk.
-    let writersDone = false;
-    const readers = [follow(store, true, () => writersDone), follow(store, false, () => writersDone)];
+    // Writes still in flight when the writers are told to stop commit after it: the
+    // followers wait for the last of them, not for the stop.
+    let lastWrite: number | null = null;
+    const readers = [follow(store, true, () => lastWrite), follow(store, false, () => lastWrite)];
     const snapshotting = snapshotter();
     const summary = await run;
     // A little more traffic after the run, then everyone stops.
     for (let i = 0; i < 20; i++) await turn();
     running = false;
     await Promise.all([...writers, snapshotting]);
-    writersDone = true;
+    lastWrite = Math.max(FILLED, ...written.map((w) => w.offset));
     const followers = await Promise.all(readers);
 
     // The run did its work while the writes were flowing.
@@ -136,7 +138,7 @@ describe('readers and writers during a compaction run', () => {
     for (const follower of followers) expect(follower.state).toEqual(current);
 
     // The counters are exact, and the log keeps every surviving write.
-    expect(await keptCounters(store)).toEqual(countedFromTables(store));
+    expect(await keptCounters(store)).toEqual(await t.database.counted());
     const survivors = await allRecords(store);
     const byOffset = new Map(written.map((w) => [w.offset, w]));
     for (const record of survivors.filter((r) => r.offset > FILLED)) {

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fillLog } from './fill-log.js';
 import { tempDir } from './helpers.js';
-import { compactorFor, currentState, openStore } from './store-helpers.js';
+import { compactorFor, currentState } from './store-helpers.js';
+import { openSqliteStore } from './support/store-access.js';
 
 const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,7 +31,7 @@ describe('disk space', () => {
 
     const long = join(dir, 'long.db');
     const latestValues = fillLog(long, { records: 1_000_000, keys: 1_000 });
-    const store = openStore(dir, 'long.db');
+    const store = openSqliteStore(long);
     try {
       const before = bytesOnDisk(long);
       expect(before).toBeGreaterThan(20 * freshBytes);

@@ -1,7 +1,7 @@
-// Fills a statelog database fast, with direct SQL in one transaction through the
-// store's own schema (its migrations create the tables), for tests and benchmarks
-// that need millions of records. The counters in `meta` are set exactly, as the
-// store would have kept them.
+// Fills a statelog database fast, by SQL through the store's own schema (its migrations
+// create the tables), for tests and benchmarks that need millions of records. The
+// counters in `meta` are set exactly, as the store would have kept them. fillLog writes
+// a SQLite file; test/support/store-access.ts writes the same log into PostgreSQL.
 import Database from 'better-sqlite3';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 
@@ -39,17 +39,69 @@ function shuffled(count: number, seed: number): Uint32Array {
   return order;
 }
 
+export interface FilledRecord {
+  seq: number;
+  key: string;
+  /** JSON text; null for a delete marker. */
+  value: string | null;
+  ts: number;
+}
+
+/** What a fill writes: the records in offset order, the state rows, and the counters. */
+export interface FillPlan {
+  records(): Generator<FilledRecord>;
+  state: { key: string; seq: number; live: boolean }[];
+  meta: { head: number; lastTs: number; records: number; stateKeys: number; liveKeys: number };
+  /** The expected current value of every live key. */
+  current: Map<string, string>;
+}
+
 /**
- * Writes `records` records over `keys` keys into a new database at `path`: rounds in
- * which every key is written once, in a shuffled order, so each key has
- * records / keys versions and its latest record lies in the last round.
- * Returns the expected current value of every live key.
+ * `records` records over `keys` keys: rounds in which every key is written once, in a
+ * shuffled order, so each key has records / keys versions and its latest record lies in
+ * the last round.
  */
-export function fillLog(path: string, options: FillOptions): Map<string, string> {
+export function planFill(options: FillOptions): FillPlan {
   const { records, keys } = options;
   const deletedKeys = options.deletedKeys ?? 0;
   if (records % keys !== 0) throw new Error('records must be a multiple of keys');
   const lastTs = options.lastTs ?? Date.now();
+  const rounds = records / keys;
+  const state: FillPlan['state'] = [];
+  const current = new Map<string, string>();
+  // Each key's latest record is its place in the last round.
+  const lastRound = shuffled(keys, rounds);
+  const latest = new Uint32Array(keys);
+  lastRound.forEach((keyIndex, position) => (latest[keyIndex] = records - keys + position + 1));
+  for (let keyIndex = 0; keyIndex < keys; keyIndex++) {
+    const live = keyIndex >= deletedKeys;
+    state.push({ key: keyName(keyIndex), seq: latest[keyIndex]!, live });
+    if (live) current.set(keyName(keyIndex), valueOf(keyIndex, rounds - 1));
+  }
+  function* all(): Generator<FilledRecord> {
+    let seq = 0;
+    for (let round = 0; round < rounds; round++) {
+      for (const keyIndex of shuffled(keys, round + 1)) {
+        seq += 1;
+        const deleted = round === rounds - 1 && keyIndex < deletedKeys;
+        yield { seq, key: keyName(keyIndex), value: deleted ? null : valueOf(keyIndex, round), ts: lastTs - records + seq };
+      }
+    }
+  }
+  return {
+    records: all,
+    state,
+    meta: { head: records, lastTs, records, stateKeys: keys, liveKeys: keys - deletedKeys },
+    current,
+  };
+}
+
+/**
+ * Writes planFill's log into a new SQLite database at `path`.
+ * Returns the expected current value of every live key.
+ */
+export function fillLog(path: string, options: FillOptions): Map<string, string> {
+  const plan = planFill(options);
   void new SqliteStore({ path, sync: 'normal', idempotencyTtlMs: 1 }).close();
 
   const db = new Database(path);
@@ -58,31 +110,14 @@ export function fillLog(path: string, options: FillOptions): Map<string, string>
   db.pragma('cache_size = -262144');
   const insert = db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)');
   const setState = db.prepare('INSERT INTO state (key, seq, live) VALUES (?, ?, ?)');
-  const latest = new Uint32Array(keys);
-  const current = new Map<string, string>();
-  const rounds = records / keys;
   db.transaction(() => {
-    let seq = 0;
-    for (let round = 0; round < rounds; round++) {
-      const lastRound = round === rounds - 1;
-      for (const keyIndex of shuffled(keys, round + 1)) {
-        seq += 1;
-        const deleted = lastRound && keyIndex < deletedKeys;
-        const value = deleted ? null : valueOf(keyIndex, round);
-        insert.run(seq, keyName(keyIndex), deleted ? 'delete' : 'set', value, lastTs - records + seq);
-        latest[keyIndex] = seq;
-      }
-    }
-    for (let keyIndex = 0; keyIndex < keys; keyIndex++) {
-      const live = keyIndex < deletedKeys ? 0 : 1;
-      setState.run(keyName(keyIndex), latest[keyIndex], live);
-      if (live) current.set(keyName(keyIndex), valueOf(keyIndex, rounds - 1));
-    }
+    for (const r of plan.records()) insert.run(r.seq, r.key, r.value === null ? 'delete' : 'set', r.value, r.ts);
+    for (const row of plan.state) setState.run(row.key, row.seq, row.live ? 1 : 0);
     db.prepare(
-      'UPDATE meta SET head = ?, last_ts = ?, records = ?, state_keys = ?, live_keys = ? WHERE id = 1',
-    ).run(records, lastTs, records, keys, keys - deletedKeys);
+      'UPDATE meta SET head = @head, last_ts = @lastTs, records = @records, state_keys = @stateKeys, live_keys = @liveKeys WHERE id = 1',
+    ).run(plan.meta);
   })();
   db.pragma('wal_checkpoint(TRUNCATE)');
   db.close();
-  return current;
+  return plan.current;
 }

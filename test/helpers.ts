@@ -8,15 +8,17 @@ import { join } from 'node:path';
 import supertest from 'supertest';
 import { buildApp, type App } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { createTestDatabase } from './support/pg-database.js';
+import { testStore, type TestStore } from './support/store-access.js';
 
-/** The store the HTTP tests run against. */
-export const TEST_STORE: 'sqlite' | 'postgres' = process.env.STATELOG_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
+export { TEST_STORE, testStore, type TestStore } from './support/store-access.js';
 
 export interface TestApp {
   app: App;
   dir: string;
+  /** The SQLite file (on SQLite only). */
   dbPath: string;
+  /** The app's database, with the direct access that tests need (store-access.ts). */
+  database: TestStore;
   http: ReturnType<typeof supertest>;
   close(): Promise<void>;
 }
@@ -25,46 +27,34 @@ export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'statelog-test-'));
 }
 
-export interface TestStore {
-  /** The settings that put a server (in this process or a child) on this database. */
-  env: Record<string, string>;
-  drop(): Promise<void>;
+export interface StartOptions {
+  /** The folder of the SQLite file and of the test's own files (a new one by default). */
+  dir?: string;
+  /** Fills the new database before the app opens it. */
+  seed?: (database: TestStore) => Promise<unknown>;
+  /** Runs before listening (to add a test's own routes or hooks). */
+  prepare?: (app: App) => void | Promise<void>;
 }
 
-/** A fresh database of the store under test: a file in `dir`, or a new PostgreSQL database. */
-export async function testStore(dir: string, file = 'statelog.db'): Promise<TestStore> {
-  if (TEST_STORE === 'sqlite') return { env: { STATELOG_DB: join(dir, file) }, drop: async () => {} };
-  const db = await createTestDatabase();
-  return {
-    // A small pool: many test apps share the server's connection limit.
-    env: { STATELOG_STORE: 'postgres', DATABASE_URL: db.url, STATELOG_PG_POOL_SIZE: '4' },
-    drop: db.drop,
-  };
-}
-
-/**
- * The app on a fresh database; `env` overrides settings as the environment would.
- * `prepare` runs before listening (to add a test's own routes or hooks).
- */
-export async function startApp(
-  env: Record<string, string> = {},
-  dir = tempDir(),
-  prepare?: (app: App) => void | Promise<void>,
-): Promise<TestApp> {
+/** The app on a fresh database; `env` overrides settings as the environment would. */
+export async function startApp(env: Record<string, string> = {}, options: StartOptions = {}): Promise<TestApp> {
+  const dir = options.dir ?? tempDir();
   const dbPath = join(dir, 'statelog.db');
-  const store = await testStore(dir);
-  const config = loadConfig({
-    ...store.env,
-    LOG_LEVEL: 'silent',
-    STATELOG_COMPACT_INTERVAL_MS: '0',
-    ...env,
-  });
+  const database = await testStore(dir);
   let app: App;
   try {
+    await options.seed?.(database);
+    const config = loadConfig({
+      ...database.env,
+      LOG_LEVEL: 'silent',
+      STATELOG_COMPACT_INTERVAL_MS: '0',
+      ...env,
+    });
     app = await buildApp(config);
-    await prepare?.(app);
+    database.attach(app.services.store);
+    await options.prepare?.(app);
   } catch (err) {
-    await store.drop();
+    await database.drop();
     throw err;
   }
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -72,10 +62,11 @@ export async function startApp(
     app,
     dir,
     dbPath,
+    database,
     http: supertest(app.server),
     async close() {
       await app.close();
-      await store.drop();
+      await database.drop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

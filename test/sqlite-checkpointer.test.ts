@@ -5,14 +5,15 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCheckpointer } from '../src/store/sqlite-checkpointer.js';
 import type { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from './helpers.js';
-import { openStore, write } from './store-helpers.js';
+import { write } from './store-helpers.js';
+import { openSqliteStore } from './support/store-access.js';
 
 let dir: string;
 let store: SqliteStore;
 let checkpointer: SqliteCheckpointer;
 beforeEach(() => {
   dir = tempDir();
-  store = openStore(dir);
+  store = openSqliteStore(join(dir, 'statelog.db'));
   checkpointer = new SqliteCheckpointer(join(dir, 'statelog.db'));
 });
 afterEach(async () => {

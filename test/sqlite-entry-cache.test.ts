@@ -1,9 +1,11 @@
 // The SQLite store keeps the hottest live entries in memory for get(): a cached entry
 // must never outlive the key's next write, deletion, or a write that rolled back.
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from './helpers.js';
-import { openStore, write } from './store-helpers.js';
+import { write } from './store-helpers.js';
+import { openSqliteStore } from './support/store-access.js';
 
 let store: SqliteStore;
 afterEach(async () => {
@@ -12,7 +14,7 @@ afterEach(async () => {
 
 describe('the entry cache of get()', () => {
   it('follows every write, delete and refused batch of a key it holds', async () => {
-    store = openStore(tempDir());
+    store = openSqliteStore(join(tempDir(), 'statelog.db'));
     const now = Date.now();
     await write(store, [{ op: 'set', key: 'a', value: '1' }], now);
     expect(await store.get('a')).toMatchObject({ value: '1', offset: 1 });
@@ -42,7 +44,7 @@ describe('the entry cache of get()', () => {
   });
 
   it('serves values too large to cache straight from the database', async () => {
-    store = openStore(tempDir());
+    store = openSqliteStore(join(tempDir(), 'statelog.db'));
     const big = JSON.stringify('x'.repeat(100_000));
     await write(store, [{ op: 'set', key: 'big', value: big }], Date.now());
     expect((await store.get('big'))?.value).toBe(big);

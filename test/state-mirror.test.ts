@@ -108,7 +108,7 @@ describe('StateMirror', () => {
 
   it('reconnects after a server restart and resumes from its offset without a reset', async () => {
     const dir = tempDir();
-    t = await startApp({}, dir);
+    t = await startApp({}, { dir });
     const port = (t.app.server.address() as { port: number }).port;
     const url = urlOf(t.app);
     const client = new StatelogClient({ url, retry: { baseDelayMs: 20 } });
@@ -132,7 +132,7 @@ describe('StateMirror', () => {
 
   it('starts over with a reset when its offset is compacted away while it is offline', async () => {
     const dir = tempDir();
-    t = await startApp({ STATELOG_TOMBSTONE_RETENTION_MS: '0' }, dir);
+    t = await startApp({ STATELOG_TOMBSTONE_RETENTION_MS: '0' }, { dir });
     const url = urlOf(t.app);
     const client = new StatelogClient({ url });
     for (let i = 0; i < 10; i++) await client.put(`k${i}`, i);
@@ -162,10 +162,13 @@ describe('StateMirror', () => {
   it('restarts from its checkpoint reading only changes, and ignores a corrupt checkpoint', async () => {
     const dir = tempDir();
     let snapshotsTaken = 0;
-    t = await startApp({}, dir, (app) => {
-      app.addHook('onRequest', async (req) => {
-        if (req.url.startsWith('/v1/changes/stream') && req.url.includes('snapshot=true')) snapshotsTaken++;
-      });
+    t = await startApp({}, {
+      dir,
+      prepare: (app) => {
+        app.addHook('onRequest', async (req) => {
+          if (req.url.startsWith('/v1/changes/stream') && req.url.includes('snapshot=true')) snapshotsTaken++;
+        });
+      },
     });
     const url = urlOf(t.app);
     const client = new StatelogClient({ url });

@@ -1,16 +1,19 @@
-// Store-level fixtures for the compaction tests: writes without HTTP, full reads of the
-// log, snapshots and changes, and counts straight from the tables to check the counters.
-import { join } from 'node:path';
+// Store-level fixtures, for any LogStore (test/support/store-access.ts opens one on the
+// database under test): writes without HTTP, full reads of the log, snapshots and
+// changes, the counters the store keeps, and a compactor driven by hand.
 import { Compactor, type CompactionSettings, type CompactorLog } from '../src/compactor.js';
-import type { CompactionBudget, SnapshotReader, StoredEntry, StoredRecord, WriteOp, WriteOutcome } from '../src/store/log-store.js';
-import { SqliteStore } from '../src/store/sqlite-store.js';
-
-export function openStore(dir: string, file = 'statelog.db'): SqliteStore {
-  return new SqliteStore({ path: join(dir, file), sync: 'normal', idempotencyTtlMs: 60_000 });
-}
+import type {
+  CompactionBudget,
+  LogStore,
+  SnapshotReader,
+  StoredEntry,
+  StoredRecord,
+  WriteOp,
+  WriteOutcome,
+} from '../src/store/log-store.js';
 
 /** Commits one request of `ops` at `now` and returns its outcome. */
-export async function write(store: SqliteStore, ops: WriteOp[], now: number): Promise<WriteOutcome> {
+export async function write(store: LogStore, ops: WriteOp[], now = Date.now()): Promise<WriteOutcome> {
   let outcome: WriteOutcome | undefined;
   await store.commit(
     [
@@ -27,8 +30,8 @@ export async function write(store: SqliteStore, ops: WriteOp[], now: number): Pr
   return outcome!;
 }
 
-/** Every record left in the log, in offset order, read through the store's change reader. */
-export async function allRecords(store: SqliteStore, pageSize = 10_000, after = 0): Promise<StoredRecord[]> {
+/** Every record left in the log after `after`, in offset order, read through the store's change reader. */
+export async function allRecords(store: LogStore, pageSize = 10_000, after = 0): Promise<StoredRecord[]> {
   const records: StoredRecord[] = [];
   for (;;) {
     const page = await store.readChanges({ after, prefix: '', limit: pageSize });
@@ -56,7 +59,7 @@ export async function snapshotPage(snapshot: SnapshotReader, max: number): Promi
 }
 
 /** A whole snapshot, read page by page: its offset and the live keys at it. */
-export async function readSnapshot(store: SqliteStore, pageSize = 1000): Promise<{ offset: number; state: Map<string, string> }> {
+export async function readSnapshot(store: LogStore, pageSize = 1000): Promise<{ offset: number; state: Map<string, string> }> {
   const snapshot = await store.openSnapshot('');
   try {
     const state = new Map<string, string>();
@@ -70,7 +73,7 @@ export async function readSnapshot(store: SqliteStore, pageSize = 1000): Promise
 }
 
 /** The current state as the store serves it to readers. */
-export async function currentState(store: SqliteStore): Promise<Map<string, string>> {
+export async function currentState(store: LogStore): Promise<Map<string, string>> {
   const state = new Map<string, string>();
   let afterKey: string | null = null;
   for (;;) {
@@ -81,19 +84,8 @@ export async function currentState(store: SqliteStore): Promise<Map<string, stri
   }
 }
 
-/** What the counters must be, counted from the tables themselves. */
-export function countedFromTables(store: SqliteStore) {
-  const count = (sql: string) => store.db.prepare(sql).pluck().get() as number;
-  return {
-    records: count('SELECT COUNT(*) FROM log'),
-    liveKeys: count('SELECT COUNT(*) FROM state WHERE live = 1'),
-    tombstones: count('SELECT COUNT(*) FROM state WHERE live = 0'),
-    superseded: count('SELECT COUNT(*) FROM log l WHERE NOT EXISTS (SELECT 1 FROM state s WHERE s.key = l.key AND s.seq = l.seq)'),
-  };
-}
-
-/** The counters the store keeps, in the same shape. */
-export async function keptCounters(store: SqliteStore) {
+/** The counters the store keeps, in the shape of TestStore.counted() (store-access.ts). */
+export async function keptCounters(store: LogStore) {
   const counters = await store.counters();
   const backlog = await store.compactionBacklog();
   return {
@@ -116,7 +108,7 @@ export const NO_TIMER: CompactionSettings = {
 
 /** A compactor on `store` with no timer, for driving runs by hand. */
 export function compactorFor(
-  store: SqliteStore,
+  store: LogStore,
   settings: Partial<CompactionSettings> = {},
   extra: { now?: () => number; budget?: CompactionBudget; log?: CompactorLog; signal?: AbortSignal } = {},
 ): Compactor {

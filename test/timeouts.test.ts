@@ -53,21 +53,21 @@ describe('server timeouts', () => {
   });
 
   it('do not cut an answer that takes longer than the request timeout', async () => {
-    t = await startApp({}, undefined, shorten);
+    t = await startApp({}, { prepare: shorten });
     const res = await send(portOf(t.app.server), { method: 'GET', path: '/v1/test-slow' });
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ done: true });
   });
 
   it('cut off a client that sends its headers too slowly', async () => {
-    t = await startApp({}, undefined, shorten);
+    t = await startApp({}, { prepare: shorten });
     const answer = await rawExchange(portOf(t.app.server), 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'invalid_request' } });
   });
 
   it('cut off a client that sends its body too slowly, writing nothing', async () => {
-    t = await startApp({}, undefined, shorten);
+    t = await startApp({}, { prepare: shorten });
     const head = 'PUT /v1/keys/slow HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n';
     const answer = await rawExchange(portOf(t.app.server), `${head}{"value":`);
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);

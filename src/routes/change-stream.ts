@@ -13,6 +13,9 @@ import type { SnapshotSlots } from '../snapshot-slots.js';
 import { parseLastEventId } from '../sse.js';
 import { TailPages } from '../tail-pages.js';
 
+/** How long a stream ended by shutdown waits for its reader to read the end and close. */
+const STOPPED_READER_MS = 1000;
+
 export interface ChangeStreamRouteOptions {
   services: AppServices;
   slots: SnapshotSlots;
@@ -45,10 +48,13 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const source = new ChangeStreamSource({ tail, notifier, prefix, after, snapshot, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind
-    // (server.close() waits for it); a reader that is not draining is cut at once.
+    // (server.close() waits for it); a reader that is not draining is cut at once, and
+    // one that stopped reading while what it left unread still fitted in the socket's
+    // buffers (it never closes its side) a moment later.
     const onShutdown = (): void => {
-      if (reply.raw.writableNeedDrain) reply.raw.destroy();
-      else reply.raw.once('finish', () => socket.end());
+      if (reply.raw.writableNeedDrain) return void reply.raw.destroy();
+      reply.raw.once('finish', () => socket.end());
+      setTimeout(() => socket.destroy(), STOPPED_READER_MS).unref();
     };
     lifecycle.shutdown.addEventListener('abort', onShutdown, { once: true });
 

@@ -54,42 +54,53 @@ export const APPEND_SQL = `
 export const GET_SQL = `
   SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq WHERE s.key = $1 AND s.live`;
 
-/** Live keys with prefix range [$1, $3) after $2, at most $4, and the head, in one snapshot. */
+/**
+ * The rows of `rows` (a query with key and value columns, in `order`) up to the one whose
+ * key and value bring their size to `maxBytes` bytes (a parameter; NULL: no bound), at
+ * least one. octet_length reads a stored value's size without fetching it, so the values
+ * of the rows left out are never read, and large values cannot make a page unbounded.
+ * `taken` counts the rows before that cut, so that a cut page is told from the last one.
+ */
+const sizeBounded = (rows: string, order: string, maxBytes: string): string => `
+  SELECT * FROM (
+    SELECT r.*, count(*) OVER () AS taken,
+      sum(octet_length(r.key) + coalesce(octet_length(r.value), 0)) OVER (ORDER BY r.${order} ROWS UNBOUNDED PRECEDING)
+        - (octet_length(r.key) + coalesce(octet_length(r.value), 0)) AS before
+    FROM (${rows}) r
+  ) c WHERE ${maxBytes}::bigint IS NULL OR c.before < ${maxBytes}`;
+
+/** Live keys with prefix range [$1, $3) after $2, at most $4 and, with $5, about $5 bytes. */
+const LIVE_PAGE_SQL = sizeBounded(
+  `SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq
+    WHERE s.live AND s.key >= $1 AND s.key > $2 AND ($3::text IS NULL OR s.key < $3)
+    ORDER BY s.key LIMIT $4`,
+  'key',
+  '$5',
+);
+
+/** A page of live keys (LIVE_PAGE_SQL's parameters) and the head, in one snapshot. */
 export const LIST_SQL = `
   WITH m AS (SELECT head FROM meta WHERE id = 1)
-  SELECT m.head, e.key, e.value, e.seq, e.ts FROM m LEFT JOIN LATERAL (
-    SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq
-    WHERE s.live AND s.key >= $1 AND s.key > $2 AND ($3::text IS NULL OR s.key < $3)
-    ORDER BY s.key LIMIT $4
+  SELECT m.head, e.key, e.value, e.seq, e.ts, e.taken FROM m LEFT JOIN LATERAL (${LIVE_PAGE_SQL}
   ) e ON true ORDER BY e.key`;
 
+/** A snapshot's next page (LIVE_PAGE_SQL's parameters), read inside its transaction. */
+export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts FROM (${LIVE_PAGE_SQL}) p ORDER BY key`;
+
 /**
- * Records after $1 with prefix range [$2, $3), at most $4, with head and horizon, in one
- * snapshot. With $5 set, the page also ends at the record whose key and value bring its
- * size to $5 bytes (octet_length reads a stored value's size without fetching it), so
- * large values cannot make a page unbounded; `taken` counts the records before that cut.
+ * Records after $1 with prefix range [$2, $3), at most $4 and, with $5, about $5 bytes
+ * (see sizeBounded), with head and horizon, in one snapshot.
  */
 export const CHANGES_SQL = `
   WITH m AS (SELECT head, horizon FROM meta WHERE id = 1)
-  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken FROM m LEFT JOIN LATERAL (
-    SELECT * FROM (
-      SELECT l.*, count(*) OVER () AS taken,
-        sum(octet_length(l.key) + coalesce(octet_length(l.value), 0)) OVER (ORDER BY l.seq)
-          - (octet_length(l.key) + coalesce(octet_length(l.value), 0)) AS before
-      FROM (
-        SELECT seq, key, op, value, ts FROM log
-        WHERE seq > $1 AND key >= $2 AND ($3::text IS NULL OR key < $3)
-        ORDER BY seq LIMIT $4
-      ) l
-    ) c WHERE $5::bigint IS NULL OR c.before < $5
+  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken FROM m LEFT JOIN LATERAL (${sizeBounded(
+    `SELECT seq, key, op, value, ts FROM log
+      WHERE seq > $1 AND key >= $2 AND ($3::text IS NULL OR key < $3)
+      ORDER BY seq LIMIT $4`,
+    'seq',
+    '$5',
+  )}
   ) r ON true ORDER BY r.seq`;
-
-/** The live keys of a prefix range [$1, $2) in byte order, for a snapshot's cursor. */
-export const SNAPSHOT_CURSOR_SQL = `
-  DECLARE snapshot NO SCROLL CURSOR FOR
-  SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq
-  WHERE s.live AND s.key >= $1 AND ($2::text IS NULL OR s.key < $2)
-  ORDER BY s.key`;
 
 export const COUNTERS_SQL = `
   SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys",

@@ -19,6 +19,7 @@ import { conditionsOnOwnOffsets, groupKeys, planGroup, type GroupPlan, type KeyS
 import type {
   ChangesPage,
   ChangesQuery,
+  ListPage,
   ListQuery,
   LogPosition,
   LogStore,
@@ -197,15 +198,20 @@ export class PgStore implements LogStore {
     return row ? { key: row.key, value: row.value, offset: row.seq, ts: row.ts } : null;
   }
 
-  async list(query: ListQuery): Promise<{ items: StoredEntry[]; head: number }> {
-    const { rows } = await this.pool.query<{ head: number; key: string | null; value: string; seq: number; ts: number }>(
-      LIST_SQL,
-      [query.prefix, query.afterKey ?? '', prefixUpperBound(query.prefix), query.limit],
-    );
+  async list(query: ListQuery): Promise<ListPage> {
+    type Row = { head: number; key: string | null; value: string; seq: number; ts: number; taken: number | null };
+    const { rows } = await this.pool.query<Row>(LIST_SQL, [
+      query.prefix,
+      query.afterKey ?? '',
+      prefixUpperBound(query.prefix),
+      query.limit,
+      query.maxChars ?? null,
+    ]);
     const head = rows[0]!.head;
     this.learn({ head }, true);
     const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts }));
-    return { items, head };
+    // Keys were read past the size bound: the page stopped early and more follow.
+    return items.length < (rows[0]!.taken ?? 0) ? { items, head, truncated: true } : { items, head };
   }
 
   /**

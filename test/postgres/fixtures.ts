@@ -1,8 +1,8 @@
-// Fixtures of the PostgreSQL tests: stores on throw-away databases, writes without HTTP,
-// statelog nodes in child processes, and a reader that follows the log as a client of
-// /v1/changes does.
+// Fixtures of the PostgreSQL tests: stores on throw-away databases, statelog nodes in
+// child processes, and a reader that follows the log as a client of /v1/changes does.
+// Writes without HTTP and reads of the whole log are those of any store (store-helpers.ts).
 import pg from 'pg';
-import type { StoredRecord, WriteOp, WriteOutcome } from '../../src/store/log-store.js';
+import type { StoredRecord } from '../../src/store/log-store.js';
 import { PgStore, type PgStoreOptions } from '../../src/store/pg-store.js';
 import { createTestDatabase, type TestDatabase } from '../support/pg-database.js';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
@@ -66,35 +66,6 @@ export async function fixture(): Promise<Fixture> {
       await db.drop();
     },
   };
-}
-
-/** Commits one request of `ops` at `now` and returns its outcome. */
-export async function write(store: PgStore, ops: WriteOp[], now = Date.now()): Promise<WriteOutcome> {
-  let outcome: WriteOutcome | undefined;
-  await store.commit(
-    [
-      {
-        ops,
-        render(result) {
-          outcome = result;
-          return { status: result.ok ? 200 : 409, headers: {}, body: '' };
-        },
-      },
-    ],
-    now,
-  );
-  return outcome!;
-}
-
-/** Every record left in the log, in offset order. */
-export async function allRecords(store: PgStore, after = 0): Promise<StoredRecord[]> {
-  const records: StoredRecord[] = [];
-  for (;;) {
-    const page = await store.readChanges({ after, prefix: '', limit: 5000 });
-    records.push(...page.records);
-    if (page.records.length < 5000) return records;
-    after = page.records[page.records.length - 1]!.offset;
-  }
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -9,10 +9,11 @@ import { PgStore } from '../../src/store/pg-store.js';
 import { PG_MIGRATIONS_DIR } from '../../src/store/pg-migrations.js';
 import { MigrationError } from '../../src/store/migration-files.js';
 import { prefixUpperBound } from '../../src/store/pg-sql.js';
-import type { CompactionPass } from '../../src/store/log-store.js';
+import type { CompactionPass, StoredEntry } from '../../src/store/log-store.js';
 import { tempDir } from '../helpers.js';
 import { createTestDatabase } from '../support/pg-database.js';
-import { allRecords, fixture, sleep, write, type Fixture } from './fixtures.js';
+import { allRecords, write } from '../store-helpers.js';
+import { fixture, sleep, type Fixture } from './fixtures.js';
 
 let f: Fixture | undefined;
 let dir: string | undefined;
@@ -278,19 +279,37 @@ describe('bounded pages (the changes branch adds maxChars and full)', () => {
     expect([empty.records, empty.full, empty.head]).toEqual([[], false, 4]);
   });
 
-  it('end a snapshot page near the size bound without losing a key', async () => {
+  it('end a listing page at the size bound, at least one key, and say it was cut', async () => {
+    f = await fixture();
+    const store = await f.open();
+    const big = 'x'.repeat(1000);
+    await write(store, [set('a', big), set('b', big), set('c', big), set('d', 1)]);
+    const list = (limit: number, maxChars?: number, afterKey: string | null = null) =>
+      store.list({ prefix: '', afterKey, limit, ...(maxChars ? { maxChars } : {}) });
+    const keys = (page: { items: { key: string }[]; truncated?: boolean }) => [page.items.map((e) => e.key), page.truncated ?? false];
+    expect(keys(await list(100, 2000))).toEqual([['a', 'b'], true]);
+    expect(keys(await list(100, 10))).toEqual([['a'], true]);
+    expect(keys(await list(100, 2000, 'b'))).toEqual([['c', 'd'], false]);
+    expect(keys(await list(100))).toEqual([['a', 'b', 'c', 'd'], false]);
+    expect(keys(await list(2, 1_000_000))).toEqual([['a', 'b'], false]);
+    expect((await list(100, 10, 'd')).items).toEqual([]);
+  });
+
+  it('end a snapshot page at the size bound without losing a key', async () => {
     f = await fixture();
     const store = await f.open();
     const big = 'y'.repeat(1000);
     await write(store, Array.from({ length: 40 }, (_, i) => set(`k${String(i).padStart(2, '0')}`, i % 10 === 0 ? big : i)));
     const snapshot = await store.openSnapshot('');
-    const pages: string[][] = [];
-    for (let page = await snapshot.nextPage(100, 1500); page.length > 0; page = await snapshot.nextPage(100, 1500)) {
-      pages.push(page.map((e) => e.key));
-    }
+    const pages: StoredEntry[][] = [];
+    for (let page = await snapshot.nextPage(100, 1500); page.length > 0; page = await snapshot.nextPage(100, 1500)) pages.push(page);
     snapshot.close();
-    expect(pages.flat()).toEqual(Array.from({ length: 40 }, (_, i) => `k${String(i).padStart(2, '0')}`));
+    expect(pages.flat().map((e) => e.key)).toEqual(Array.from({ length: 40 }, (_, i) => `k${String(i).padStart(2, '0')}`));
     expect(pages.length).toBeGreaterThan(1);
+    // Only a page's last key may take it past the bound.
+    const size = (entries: StoredEntry[]) => entries.reduce((sum, e) => sum + e.key.length + e.value.length, 0);
+    for (const page of pages) expect(size(page.slice(0, -1))).toBeLessThan(1500);
+    for (const page of pages.slice(0, -1)) expect(size(page)).toBeGreaterThanOrEqual(1500);
   });
 });
 

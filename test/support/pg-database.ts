@@ -25,6 +25,8 @@ let created = 0;
 export interface TestDatabase {
   name: string;
   url: string;
+  /** Ends statelog's sessions on the database and lets no new session in (until dropped). */
+  cutOff(): Promise<void>;
   drop(): Promise<void>;
 }
 
@@ -36,6 +38,14 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   return {
     name,
     url: url.toString(),
+    // From the maintenance database: a database cannot refuse connections to itself.
+    cutOff: async () => {
+      await adminPool().query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+      await adminPool().query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'statelog'`,
+        [name],
+      );
+    },
     // FORCE: connections of a child server killed with SIGKILL may linger a moment.
     drop: async () => void (await adminPool().query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)),
   };

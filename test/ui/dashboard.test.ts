@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from '../helpers.js';
+import { json, startApp, type StartOptions, type TestApp } from '../helpers.js';
 import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, type Visit, type VisitOptions } from './browser.js';
 import { bearer, portOf } from '../support/http.js';
 
@@ -28,10 +28,10 @@ afterAll(async () => {
   await browser?.close();
 });
 
-async function server(env: Record<string, string> = {}, prepare?: Parameters<typeof startApp>[2]): Promise<TestApp> {
+async function server(env: Record<string, string> = {}, prepare?: StartOptions['prepare']): Promise<TestApp> {
   // No load shedding: on a busy machine (Chromium shares its two cores) a shed poll
   // would show as trouble on the page; shedding has its own tests.
-  const t = await startApp({ STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', ...env }, undefined, prepare);
+  const t = await startApp({ STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', ...env }, { prepare });
   apps.push(t);
   return t;
 }
