@@ -22,6 +22,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // Both cores: most files spend their time waiting on child servers and PostgreSQL.
+    maxWorkers: 2,
     projects: [
       {
         extends: true,

@@ -48,6 +48,9 @@ export async function startApp(env: Record<string, string> = {}, options: StartO
       ...database.env,
       LOG_LEVEL: 'silent',
       STATELOG_COMPACT_INTERVAL_MS: '0',
+      // Load shedding has tests of its own (overload.test.ts); elsewhere a busy test
+      // machine must not turn answers into 503 overloaded.
+      STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0',
       ...env,
     });
     app = await buildApp(config);

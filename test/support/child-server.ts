@@ -34,7 +34,8 @@ export interface ListeningServer extends ChildServer {
 export function runServer(env: Record<string, string>): ChildServer {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, PORT: '0', LOG_LEVEL: 'info', STATELOG_COMPACT_INTERVAL_MS: '0', ...env },
+    // No load shedding unless a test asks for it (see test/helpers.ts).
+    env: { PATH: process.env.PATH, PORT: '0', LOG_LEVEL: 'info', STATELOG_COMPACT_INTERVAL_MS: '0', STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
