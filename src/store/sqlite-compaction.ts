@@ -131,6 +131,9 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
           return true;
         case 'truncate':
           await this.checkpointing;
+          // Whatever the steps wrote since the last checkpoint is copied off the event
+          // loop too, so that the final checkpoint on it has (almost) nothing left to copy.
+          if (this.checkpointer) await this.checkpointer.checkpoint();
           this.truncateWal();
           this.phase = 'done';
           return false;
