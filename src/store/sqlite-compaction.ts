@@ -2,7 +2,9 @@
 // (the writer's): removal transactions walk the log in offset order up to a cutoff fixed
 // at the start, then incremental_vacuum gives the pages back, while WAL checkpoints run
 // in a worker thread. Between steps the caller yields to the event loop, so group
-// commits interleave.
+// commits interleave; while requests keep the event loop busy, each step is also
+// followed by a rest, so that the run never takes more than about half of it.
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from './log-store.js';
 import type { SqliteCheckpointer } from './sqlite-checkpointer.js';
@@ -37,6 +39,24 @@ const CHECKPOINT_AFTER_BUDGETS = 2;
 const UNCHECKPOINTED_BUDGETS = 16;
 /** Pages freed by the first incremental_vacuum step; later steps adapt to the time budget. */
 const FIRST_VACUUM_PAGES = 256;
+/**
+ * While other work shares the event loop, each step is followed by a rest this many
+ * times as long as the step (at most this many step budgets). Back to back, the steps
+ * would keep the loop busy all the time: every request would wait for a step, a burst
+ * of them would queue behind step after step, and on a machine whose cores are all
+ * taken a thread that never sleeps loses the CPU for whole time slices. Alone, the run
+ * does not rest.
+ */
+const REST_PER_STEP = 1;
+/** Busy time of the event loop between two steps, other than the step itself, that counts as other work. */
+const OTHER_WORK_MS = 0.25;
+/**
+ * A run with at least this many superseded records starts its checkpointer before its
+ * first step, and waits until the thread is up: the start of a thread (a V8 isolate and
+ * the SQLite driver, some 100 ms of CPU) then does not compete with the steps. A
+ * smaller run starts it only if a checkpoint falls due, or not at all.
+ */
+const EARLY_CHECKPOINTER_RECORDS = 50_000;
 
 interface SpecialRow {
   seq: number;
@@ -76,6 +96,9 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
   private checkpointer: SqliteCheckpointer | null | undefined;
   private checkpointing: Promise<void> | null = null;
   private checkpointFailure: Error | null = null;
+  private started = false;
+  /** The event loop's times at the end of the last step: what else it did since. */
+  private loopAfterStep: EventLoopUtilization | null = null;
   private readonly sql;
 
   constructor(
@@ -120,14 +143,15 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     if (this.failed) throw new Error('a compaction run cannot go on after a failed step');
     try {
       if (this.checkpointFailure) throw this.checkpointFailure;
+      if (!this.started) await this.start();
       switch (this.phase) {
         case 'remove':
           await this.checkpointIfDue();
-          this.timed(() => this.removeStep());
+          await this.restAfter(this.timed(() => this.removeStep()));
           return true;
         case 'vacuum':
           await this.checkpointIfDue();
-          this.timed(() => this.vacuumStep());
+          await this.restAfter(this.timed(() => this.vacuumStep()));
           return true;
         case 'truncate':
           await this.checkpointing;
@@ -145,6 +169,29 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
       this.close();
       throw err;
     }
+  }
+
+  /** Before the first step: the checkpointer of a large run, up and answering. */
+  private async start(): Promise<void> {
+    this.started = true;
+    const { records, stateKeys } = this.host.meta();
+    if (records - stateKeys < EARLY_CHECKPOINTER_RECORDS) return;
+    this.checkpointer ??= this.host.checkpointer();
+    await this.checkpointer?.checkpoint();
+  }
+
+  /**
+   * Rests after a step when the event loop had other work since the previous one (the
+   * requests and commits that ran between the steps), for as long as the step took.
+   */
+  private async restAfter(stepMs: number): Promise<void> {
+    const previous = this.loopAfterStep;
+    this.loopAfterStep = performance.eventLoopUtilization();
+    if (!previous) return;
+    const otherMs = performance.eventLoopUtilization(this.loopAfterStep, previous).active - stepMs;
+    if (otherMs < OTHER_WORK_MS) return;
+    const restMs = Math.min(stepMs, this.budget.maxMs) * REST_PER_STEP;
+    await new Promise((resolve) => setTimeout(resolve, restMs));
   }
 
   /**
@@ -291,10 +338,13 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     this.vacuumPages = Math.max(16, Math.min(65_536, Math.round(this.vacuumPages * Math.min(2, Math.max(0.5, scale)))));
   }
 
-  private timed(work: () => void): void {
+  /** Runs a step; returns how long it took. */
+  private timed(work: () => void): number {
     const started = performance.now();
     work();
-    this.dirtyMs += performance.now() - started;
+    const ms = performance.now() - started;
+    this.dirtyMs += ms;
+    return ms;
   }
 
 
