@@ -57,6 +57,16 @@ const OTHER_WORK_MS = 0.25;
  * smaller run starts it only if a checkpoint falls due, or not at all.
  */
 const EARLY_CHECKPOINTER_RECORDS = 50_000;
+/**
+ * While a run has its checkpointer, SQLite's automatic checkpoint is off on the store's
+ * connection: it would run on the event loop, copying frames and fsyncing twice, each
+ * time the WAL passed 1,000 frames (some 30 times in a run of 1,000,000 records).
+ * Checkpoints in the worker cannot start the WAL over while writes keep appending to
+ * it, so once the WAL has this many frames the run lets the worker catch up and
+ * checkpoints the few frames left on its own connection; the next transaction then
+ * writes the WAL from its start again.
+ */
+const WAL_RESTART_FRAMES = 4_000;
 
 interface SpecialRow {
   seq: number;
@@ -96,6 +106,10 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
   private checkpointer: SqliteCheckpointer | null | undefined;
   private checkpointing: Promise<void> | null = null;
   private checkpointFailure: Error | null = null;
+  /** The store connection's automatic checkpoint, while the run has turned it off. */
+  private autocheckpoint: number | null = null;
+  /** Frames in the WAL at the last checkpoint. */
+  private walFrames = 0;
   private started = false;
   /** The event loop's times at the end of the last step: what else it did since. */
   private loopAfterStep: EventLoopUtilization | null = null;
@@ -137,6 +151,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
   close(): void {
     this.host.unlisten(this);
     this.checkpointer?.close();
+    this.restoreAutocheckpoint();
   }
 
   async step(): Promise<boolean> {
@@ -176,8 +191,25 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     this.started = true;
     const { records, stateKeys } = this.host.meta();
     if (records - stateKeys < EARLY_CHECKPOINTER_RECORDS) return;
-    this.checkpointer ??= this.host.checkpointer();
-    await this.checkpointer?.checkpoint();
+    await this.startCheckpointer()?.checkpoint();
+  }
+
+  /** The run's checkpointer, started on first use (null without a database file). */
+  private startCheckpointer(): SqliteCheckpointer | null {
+    if (this.checkpointer !== undefined) return this.checkpointer;
+    this.checkpointer = this.host.checkpointer();
+    if (this.checkpointer) {
+      this.autocheckpoint = this.host.db.pragma('wal_autocheckpoint', { simple: true }) as number;
+      this.host.db.pragma('wal_autocheckpoint = 0');
+    }
+    return this.checkpointer;
+  }
+
+  private restoreAutocheckpoint(): void {
+    if (this.autocheckpoint === null) return;
+    const pages = this.autocheckpoint;
+    this.autocheckpoint = null;
+    if (this.host.db.open) this.host.db.pragma(`wal_autocheckpoint = ${pages}`);
   }
 
   /**
@@ -200,16 +232,18 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
    * (without blocking the event loop) rather than let the WAL grow.
    */
   private async checkpointIfDue(): Promise<void> {
+    if (this.walFrames >= WAL_RESTART_FRAMES) return this.restartWal();
     if (this.dirtyMs < CHECKPOINT_AFTER_BUDGETS * this.budget.maxMs) return;
-    if (this.checkpointer === undefined) this.checkpointer = this.host.checkpointer();
-    if (!this.checkpointer) return;
+    const checkpointer = this.startCheckpointer();
+    if (!checkpointer) return;
     if (this.checkpointing) {
       if (this.dirtyMs < UNCHECKPOINTED_BUDGETS * this.budget.maxMs) return;
       await this.checkpointing;
     }
     this.dirtyMs = 0;
-    this.checkpointing = this.checkpointer.checkpoint().then(
-      () => {
+    this.checkpointing = checkpointer.checkpoint().then(
+      (result) => {
+        this.walFrames = result.log;
         this.checkpointing = null;
       },
       (err: Error) => {
@@ -217,6 +251,19 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
         this.checkpointFailure ??= err;
       },
     );
+  }
+
+  /**
+   * Lets the worker copy everything the steps wrote, then copies on the store's
+   * connection what writes appended meanwhile (a few frames, and two fsyncs on the
+   * event loop), so that the next transaction starts the WAL over.
+   */
+  private async restartWal(): Promise<void> {
+    await this.checkpointing;
+    await this.checkpointer!.checkpoint();
+    this.host.db.pragma('wal_checkpoint(PASSIVE)');
+    this.walFrames = 0;
+    this.dirtyMs = 0;
   }
 
   /**
