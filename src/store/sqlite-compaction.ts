@@ -19,7 +19,10 @@ export interface CompactionHost {
   /** Inside that transaction: removes records and keys from the counters and raises the horizon. */
   recordRemoval(records: number, keys: number, horizon: number): void;
   setSupersededSince(ts: number | null): void;
-  /** Checkpoints off the event loop; null for a database without a file (no WAL). */
+  /**
+   * Checkpoints off the event loop, the store's own (started on first use and kept until
+   * the store closes); null for a database without a file (no WAL).
+   */
   checkpointer(): SqliteCheckpointer | null;
   /** From now on, tells `listener` of every record a write supersedes (one listener at a time). */
   listen(listener: SupersessionListener): void;
@@ -51,12 +54,13 @@ const REST_PER_STEP = 1;
 /** Busy time of the event loop between two steps, other than the step itself, that counts as other work. */
 const OTHER_WORK_MS = 0.25;
 /**
- * A run with at least this many superseded records starts its checkpointer before its
- * first step, and waits until the thread is up: the start of a thread (a V8 isolate and
- * the SQLite driver, some 100 ms of CPU) then does not compete with the steps. A
- * smaller run starts it only if a checkpoint falls due, or not at all.
+ * A run with at least this many superseded records gets its checkpointer before its
+ * first step, and waits until the thread answers, so that the start of a thread (a V8
+ * isolate and the SQLite driver, some 100 ms of CPU) does not compete with the steps; a
+ * store opened with such a backlog starts it at once. A smaller run gets it only if a
+ * checkpoint falls due, or not at all.
  */
-const EARLY_CHECKPOINTER_RECORDS = 50_000;
+export const EARLY_CHECKPOINTER_RECORDS = 50_000;
 /**
  * While a run has its checkpointer, SQLite's automatic checkpoint is off on the store's
  * connection: it would run on the event loop, copying frames and fsyncing twice, each
@@ -150,7 +154,6 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
 
   close(): void {
     this.host.unlisten(this);
-    this.checkpointer?.close();
     this.restoreAutocheckpoint();
   }
 
