@@ -60,6 +60,11 @@ export class SqliteCheckpointer {
     this.worker.on('exit', () => this.fail(new Error('the checkpoint worker exited')));
   }
 
+  /** False once closed or failed: a new checkpointer is needed then. */
+  get usable(): boolean {
+    return this.failure === null;
+  }
+
   checkpoint(): Promise<CheckpointResult> {
     if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId++;

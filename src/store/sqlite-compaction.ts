@@ -2,7 +2,9 @@
 // (the writer's): removal transactions walk the log in offset order up to a cutoff fixed
 // at the start, then incremental_vacuum gives the pages back, while WAL checkpoints run
 // in a worker thread. Between steps the caller yields to the event loop, so group
-// commits interleave.
+// commits interleave; while requests keep the event loop busy, each step is also
+// followed by a rest, so that the run never takes more than about half of it.
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from './log-store.js';
 import type { SqliteCheckpointer } from './sqlite-checkpointer.js';
@@ -17,7 +19,10 @@ export interface CompactionHost {
   /** Inside that transaction: removes records and keys from the counters and raises the horizon. */
   recordRemoval(records: number, keys: number, horizon: number): void;
   setSupersededSince(ts: number | null): void;
-  /** Checkpoints off the event loop; null for a database without a file (no WAL). */
+  /**
+   * Checkpoints off the event loop, the store's own (started on first use and kept until
+   * the store closes); null for a database without a file (no WAL).
+   */
   checkpointer(): SqliteCheckpointer | null;
   /** From now on, tells `listener` of every record a write supersedes (one listener at a time). */
   listen(listener: SupersessionListener): void;
@@ -37,6 +42,35 @@ const CHECKPOINT_AFTER_BUDGETS = 2;
 const UNCHECKPOINTED_BUDGETS = 16;
 /** Pages freed by the first incremental_vacuum step; later steps adapt to the time budget. */
 const FIRST_VACUUM_PAGES = 256;
+/**
+ * While other work shares the event loop, each step is followed by a rest this many
+ * times as long as the step (at most this many step budgets). Back to back, the steps
+ * would keep the loop busy all the time: every request would wait for a step, a burst
+ * of them would queue behind step after step, and on a machine whose cores are all
+ * taken a thread that never sleeps loses the CPU for whole time slices. Alone, the run
+ * does not rest.
+ */
+const REST_PER_STEP = 1;
+/** Busy time of the event loop between two steps, other than the step itself, that counts as other work. */
+const OTHER_WORK_MS = 0.25;
+/**
+ * A run with at least this many superseded records gets its checkpointer before its
+ * first step, and waits until the thread answers, so that the start of a thread (a V8
+ * isolate and the SQLite driver, some 100 ms of CPU) does not compete with the steps; a
+ * store opened with such a backlog starts it at once. A smaller run gets it only if a
+ * checkpoint falls due, or not at all.
+ */
+export const EARLY_CHECKPOINTER_RECORDS = 50_000;
+/**
+ * While a run has its checkpointer, SQLite's automatic checkpoint is off on the store's
+ * connection: it would run on the event loop, copying frames and fsyncing twice, each
+ * time the WAL passed 1,000 frames (some 30 times in a run of 1,000,000 records).
+ * Checkpoints in the worker cannot start the WAL over while writes keep appending to
+ * it, so once the WAL has this many frames the run lets the worker catch up and
+ * checkpoints the few frames left on its own connection; the next transaction then
+ * writes the WAL from its start again.
+ */
+const WAL_RESTART_FRAMES = 4_000;
 
 interface SpecialRow {
   seq: number;
@@ -76,6 +110,13 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
   private checkpointer: SqliteCheckpointer | null | undefined;
   private checkpointing: Promise<void> | null = null;
   private checkpointFailure: Error | null = null;
+  /** The store connection's automatic checkpoint, while the run has turned it off. */
+  private autocheckpoint: number | null = null;
+  /** Frames in the WAL at the last checkpoint. */
+  private walFrames = 0;
+  private started = false;
+  /** The event loop's times at the end of the last step: what else it did since. */
+  private loopAfterStep: EventLoopUtilization | null = null;
   private readonly sql;
 
   constructor(
@@ -113,24 +154,28 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
 
   close(): void {
     this.host.unlisten(this);
-    this.checkpointer?.close();
+    this.restoreAutocheckpoint();
   }
 
   async step(): Promise<boolean> {
     if (this.failed) throw new Error('a compaction run cannot go on after a failed step');
     try {
       if (this.checkpointFailure) throw this.checkpointFailure;
+      if (!this.started) await this.start();
       switch (this.phase) {
         case 'remove':
           await this.checkpointIfDue();
-          this.timed(() => this.removeStep());
+          await this.restAfter(this.timed(() => this.removeStep()));
           return true;
         case 'vacuum':
           await this.checkpointIfDue();
-          this.timed(() => this.vacuumStep());
+          await this.restAfter(this.timed(() => this.vacuumStep()));
           return true;
         case 'truncate':
           await this.checkpointing;
+          // Whatever the steps wrote since the last checkpoint is copied off the event
+          // loop too, so that the final checkpoint on it has (almost) nothing left to copy.
+          if (this.checkpointer) await this.checkpointer.checkpoint();
           this.truncateWal();
           this.phase = 'done';
           return false;
@@ -144,22 +189,64 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     }
   }
 
+  /** Before the first step: the checkpointer of a large run, up and answering. */
+  private async start(): Promise<void> {
+    this.started = true;
+    const { records, stateKeys } = this.host.meta();
+    if (records - stateKeys < EARLY_CHECKPOINTER_RECORDS) return;
+    await this.startCheckpointer()?.checkpoint();
+  }
+
+  /** The run's checkpointer, started on first use (null without a database file). */
+  private startCheckpointer(): SqliteCheckpointer | null {
+    if (this.checkpointer !== undefined) return this.checkpointer;
+    this.checkpointer = this.host.checkpointer();
+    if (this.checkpointer) {
+      this.autocheckpoint = this.host.db.pragma('wal_autocheckpoint', { simple: true }) as number;
+      this.host.db.pragma('wal_autocheckpoint = 0');
+    }
+    return this.checkpointer;
+  }
+
+  private restoreAutocheckpoint(): void {
+    if (this.autocheckpoint === null) return;
+    const pages = this.autocheckpoint;
+    this.autocheckpoint = null;
+    if (this.host.db.open) this.host.db.pragma(`wal_autocheckpoint = ${pages}`);
+  }
+
+  /**
+   * Rests after a step when the event loop had other work since the previous one (the
+   * requests and commits that ran between the steps), for as long as the step took.
+   */
+  private async restAfter(stepMs: number): Promise<void> {
+    const previous = this.loopAfterStep;
+    this.loopAfterStep = performance.eventLoopUtilization();
+    if (!previous) return;
+    const otherMs = performance.eventLoopUtilization(this.loopAfterStep, previous).active - stepMs;
+    if (otherMs < OTHER_WORK_MS) return;
+    const restMs = Math.min(stepMs, this.budget.maxMs) * REST_PER_STEP;
+    await new Promise((resolve) => setTimeout(resolve, restMs));
+  }
+
   /**
    * Small, frequent checkpoints keep the WAL short. They run in the checkpointer's
    * thread while the steps go on, unless the disk falls behind: then the run waits
    * (without blocking the event loop) rather than let the WAL grow.
    */
   private async checkpointIfDue(): Promise<void> {
+    if (this.walFrames >= WAL_RESTART_FRAMES) return this.restartWal();
     if (this.dirtyMs < CHECKPOINT_AFTER_BUDGETS * this.budget.maxMs) return;
-    if (this.checkpointer === undefined) this.checkpointer = this.host.checkpointer();
-    if (!this.checkpointer) return;
+    const checkpointer = this.startCheckpointer();
+    if (!checkpointer) return;
     if (this.checkpointing) {
       if (this.dirtyMs < UNCHECKPOINTED_BUDGETS * this.budget.maxMs) return;
       await this.checkpointing;
     }
     this.dirtyMs = 0;
-    this.checkpointing = this.checkpointer.checkpoint().then(
-      () => {
+    this.checkpointing = checkpointer.checkpoint().then(
+      (result) => {
+        this.walFrames = result.log;
         this.checkpointing = null;
       },
       (err: Error) => {
@@ -167,6 +254,19 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
         this.checkpointFailure ??= err;
       },
     );
+  }
+
+  /**
+   * Lets the worker copy everything the steps wrote, then copies on the store's
+   * connection what writes appended meanwhile (a few frames, and two fsyncs on the
+   * event loop), so that the next transaction starts the WAL over.
+   */
+  private async restartWal(): Promise<void> {
+    await this.checkpointing;
+    await this.checkpointer!.checkpoint();
+    this.host.db.pragma('wal_checkpoint(PASSIVE)');
+    this.walFrames = 0;
+    this.dirtyMs = 0;
   }
 
   /**
@@ -288,10 +388,13 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     this.vacuumPages = Math.max(16, Math.min(65_536, Math.round(this.vacuumPages * Math.min(2, Math.max(0.5, scale)))));
   }
 
-  private timed(work: () => void): void {
+  /** Runs a step; returns how long it took. */
+  private timed(work: () => void): number {
     const started = performance.now();
     work();
-    this.dirtyMs += performance.now() - started;
+    const ms = performance.now() - started;
+    this.dirtyMs += ms;
+    return ms;
   }
 
 
