@@ -222,8 +222,9 @@ async function postgresTestStore(): Promise<TestStore> {
       await query(
         `INSERT INTO log (seq, key, op, value, ts)
          SELECT seq, key, CASE WHEN value IS NULL THEN 'delete' ELSE 'set' END, value, ts
-         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS r(seq, key, value, ts)`,
-        [batch.map((r) => r.seq), batch.map((r) => r.key), batch.map((r) => r.value), batch.map((r) => r.ts)],
+         FROM json_to_recordset($1::json) AS r(seq bigint, key text, value text, ts bigint)`,
+        // One JSON text: far cheaper to build and to parse than text arrays of JSON values.
+        [JSON.stringify(batch)],
       );
       batch = [];
     };
@@ -234,10 +235,8 @@ async function postgresTestStore(): Promise<TestStore> {
     if (batch.length > 0) await flush();
     for (let from = 0; from < state.length; from += FILL_BATCH) {
       const rows = state.slice(from, from + FILL_BATCH);
-      await query('INSERT INTO state (key, seq, live) SELECT * FROM unnest($1::text[], $2::bigint[], $3::boolean[])', [
-        rows.map((r) => r.key),
-        rows.map((r) => r.seq),
-        rows.map((r) => r.live),
+      await query('INSERT INTO state (key, seq, live) SELECT * FROM json_to_recordset($1::json) AS r(key text, seq bigint, live boolean)', [
+        JSON.stringify(rows),
       ]);
     }
     // As the SQLite store does at start-up: the oldest record's time is a lower bound of
