@@ -1,8 +1,10 @@
 // Group commit. There is one writer: every write request that arrives in the same
-// event-loop turn is queued, and the queue is committed as one transaction (one fsync)
-// from setImmediate, after the turn's I/O callbacks have all run. Each request is
-// answered only once that transaction has committed. While a commit is running (an
-// asynchronous store), new requests wait for the next group.
+// event-loop turn is queued, and the queue is committed as one transaction from
+// setImmediate, after the turn's I/O callbacks have all run. Each request is answered
+// only once that transaction is durable. While a commit is running on an asynchronous
+// store (PostgreSQL), new requests wait for the next group; on SQLite the transaction
+// is done when commit() returns, so the next group commits while this one waits for its
+// fsync, and the fsync in progress, or the next, serves them all (wal-syncer.ts).
 import type { LogStore, WriteRequest, WriteResult } from './store/log-store.js';
 
 interface Pending {
@@ -24,7 +26,10 @@ export interface WriteBatcherOptions {
 export class WriteBatcher {
   private queue: Pending[] = [];
   private scheduled = false;
+  /** A commit whose transaction is still running (asynchronous stores). */
   private inFlight: Promise<void> | null = null;
+  /** Groups whose transaction is done, waiting to be durable (SQLite). */
+  private readonly awaitingSync = new Set<Promise<void>>();
   private readonly onCommit: (head: number, records: number) => void;
   private readonly now: () => number;
 
@@ -45,8 +50,8 @@ export class WriteBatcher {
 
   /** Resolves once every request submitted so far has been committed and answered. */
   async drain(): Promise<void> {
-    while (this.inFlight || this.queue.length > 0) {
-      await (this.inFlight ?? new Promise((resolve) => setImmediate(resolve)));
+    while (this.inFlight || this.queue.length > 0 || this.awaitingSync.size > 0) {
+      await (this.inFlight ?? [...this.awaitingSync][0] ?? new Promise((resolve) => setImmediate(resolve)));
     }
   }
 
@@ -55,7 +60,13 @@ export class WriteBatcher {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      this.inFlight = this.flush().finally(() => {
+      const flushing = this.flush();
+      if (this.store.appliesBeforeReturning) {
+        this.awaitingSync.add(flushing);
+        void flushing.finally(() => this.awaitingSync.delete(flushing));
+        return;
+      }
+      this.inFlight = flushing.finally(() => {
         this.inFlight = null;
         if (this.queue.length > 0) this.schedule();
       });
@@ -66,17 +77,22 @@ export class WriteBatcher {
     const group = this.queue;
     this.queue = [];
     let results: WriteResult[];
+    let head: number;
     try {
-      results = await this.store.commit(
+      const committing = this.store.commit(
         group.map((pending) => pending.request),
         this.now(),
       );
+      // This group's head, before later groups commit while it waits for its fsync.
+      head = this.store.position().head;
+      results = await committing;
     } catch (err) {
       for (const pending of group) pending.reject(err);
       return;
     }
+    if (!this.store.appliesBeforeReturning) head = this.store.position().head;
     const appended = results.reduce((sum, result) => sum + result.appended, 0);
-    if (appended > 0) this.onCommit(this.store.position().head, appended);
+    if (appended > 0) this.onCommit(head, appended);
     group.forEach((pending, i) => pending.resolve(results[i]!));
   }
 }

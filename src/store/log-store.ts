@@ -218,6 +218,12 @@ export interface LogStore {
   /** The database's epoch: offsets are comparable only within one. */
   readonly epoch: string;
   /**
+   * True when commit() has applied its transaction by the time it returns, its promise
+   * then waiting only for durability (SQLite: the fsync on the thread pool). The next
+   * group may then commit while this one waits, and one fsync serves both.
+   */
+  readonly appliesBeforeReturning: boolean;
+  /**
    * Head, horizon and epoch without a round trip. When several processes share the
    * database (PostgreSQL), the latest this process has learnt: it may lag another
    * node's commit by the time a notification takes, so answers that must be exact read

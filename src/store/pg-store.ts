@@ -156,6 +156,9 @@ export class PgStore implements LogStore {
     return store;
   }
 
+  /** A commit is a round trip to the database: the next group waits for it. */
+  readonly appliesBeforeReturning = false;
+
   get epoch(): string {
     return this.known.epoch;
   }

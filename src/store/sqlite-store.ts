@@ -157,6 +157,8 @@ export class SqliteStore implements LogStore {
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
   }
 
+  readonly appliesBeforeReturning = true;
+
   get epoch(): string {
     return this.meta.epoch;
   }
