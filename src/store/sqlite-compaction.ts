@@ -4,7 +4,7 @@
 // in a worker thread. Between steps the caller yields to the event loop, so group
 // commits interleave; while requests keep the event loop busy, each step is also
 // followed by a rest, so that the run never takes more than about half of it.
-import type { EventLoopUtilization } from 'node:perf_hooks';
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from './log-store.js';
 import type { SqliteCheckpointer } from './sqlite-checkpointer.js';
