@@ -43,14 +43,17 @@ const UNCHECKPOINTED_BUDGETS = 16;
 /** Pages freed by the first incremental_vacuum step; later steps adapt to the time budget. */
 const FIRST_VACUUM_PAGES = 256;
 /**
- * While other work shares the event loop, each step is followed by a rest this many
- * times as long as the step (at most this many step budgets). Back to back, the steps
- * would keep the loop busy all the time: every request would wait for a step, a burst
- * of them would queue behind step after step, and on a machine whose cores are all
- * taken a thread that never sleeps loses the CPU for whole time slices. Alone, the run
- * does not rest.
+ * While other work shares the event loop, each step is followed by a rest as long as
+ * the step, or twice as long as the other work of the last cycle if that is longer (at
+ * most MAX_REST_MS). Back to back, the steps would keep the loop busy all the time:
+ * every request would wait for a step, a burst of them would queue behind step after
+ * step, and on a machine whose cores are all taken a thread that never sleeps loses
+ * the CPU for whole time slices. So the run takes at most half of the loop, and less
+ * the more the requests need: a run that took the share an open-loop writer needs
+ * would let the writes queue for as long as it lasts. Alone, the run does not rest.
  */
-const REST_PER_STEP = 1;
+const OTHER_WORK_REST_RATIO = 2;
+const MAX_REST_MS = 20;
 /** Busy time of the event loop between two steps, other than the step itself, that counts as other work. */
 const OTHER_WORK_MS = 0.25;
 /**
@@ -217,7 +220,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
 
   /**
    * Rests after a step when the event loop had other work since the previous one (the
-   * requests and commits that ran between the steps), for as long as the step took.
+   * requests and commits that ran between the steps).
    */
   private async restAfter(stepMs: number): Promise<void> {
     const previous = this.loopAfterStep;
@@ -225,7 +228,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     if (!previous) return;
     const otherMs = performance.eventLoopUtilization(this.loopAfterStep, previous).active - stepMs;
     if (otherMs < OTHER_WORK_MS) return;
-    const restMs = Math.min(stepMs, this.budget.maxMs) * REST_PER_STEP;
+    const restMs = Math.min(Math.max(stepMs, OTHER_WORK_REST_RATIO * otherMs), MAX_REST_MS);
     await new Promise((resolve) => setTimeout(resolve, restMs));
   }
 
