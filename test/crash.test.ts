@@ -1,6 +1,6 @@
 // Durability: every write answered 200 survives a SIGKILL of the server the instant after.
 import { existsSync, rmSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { tempDir, testStore, type TestStore } from './helpers.js';
 import { spawnServer, type UrlServer } from './support/child-server.js';
 
@@ -51,7 +51,8 @@ describe('crash safety', () => {
       }
     };
     const writers = Array.from({ length: 8 }, (_, w) => writer(w));
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Killed mid-load once enough writes were answered (a busy machine takes longer).
+    await vi.waitFor(() => expect(acked.length).toBeGreaterThan(200), { timeout: 20_000, interval: 50 });
     server.proc.kill('SIGKILL');
     stop = true;
     await Promise.all(writers);
