@@ -21,7 +21,8 @@ afterEach(async () => {
   await t.close();
 });
 
-describe('statelog CLI', () => {
+// Each step starts a CLI process (1 to 4 s apiece on a busy machine): more than the default 30 s.
+describe('statelog CLI', { timeout: 120_000 }, () => {
   it('puts, gets, increments, lists and deletes', async () => {
     expect(await cli(['put', 'user/1', '{"balance":5}'], env)).toMatchObject({ code: 0, stdout: '{"key":"user/1","offset":1}\n' });
     expect(await cli(['put', 'name', 'Ada', '--string'], env)).toMatchObject({ code: 0 });
