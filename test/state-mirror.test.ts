@@ -46,6 +46,16 @@ async function caughtUp(mirror: StateMirror, client: StatelogClient): Promise<vo
   }
 }
 
+/** A mirror that caught up with the server, wrote its checkpoint and closed. */
+async function mirrorLeftAt(url: string, checkpoint: string, client: StatelogClient): Promise<StateMirror> {
+  const mirror = mirrorOf(url, { checkpoint });
+  await mirror.ready;
+  await caughtUp(mirror, client);
+  await mirror.close();
+  mirrors = mirrors.filter((m) => m !== mirror);
+  return mirror;
+}
+
 async function expectConverged(mirror: StateMirror, client: StatelogClient, prefix = ''): Promise<void> {
   await caughtUp(mirror, client);
   const { map } = await snapshotMap(client, prefix);
@@ -137,11 +147,7 @@ describe('StateMirror', () => {
     const client = new StatelogClient({ url });
     for (let i = 0; i < 10; i++) await client.put(`k${i}`, i);
     const checkpoint = join(dir, 'mirror.checkpoint');
-    const first = mirrorOf(url, { checkpoint });
-    await first.ready;
-    await caughtUp(first, client);
-    await first.close();
-    mirrors = [];
+    const first = await mirrorLeftAt(url, checkpoint, client);
 
     // While it is away: deletes whose markers compaction removes, moving the horizon past it.
     for (let i = 0; i < 5; i++) await client.delete(`k${i}`);
@@ -174,12 +180,7 @@ describe('StateMirror', () => {
     const client = new StatelogClient({ url });
     for (let i = 0; i < 50; i++) await client.put(`k${i}`, { n: i });
     const checkpoint = join(dir, 'mirror.checkpoint');
-
-    const first = mirrorOf(url, { checkpoint });
-    await first.ready;
-    await caughtUp(first, client);
-    await first.close();
-    mirrors = [];
+    await mirrorLeftAt(url, checkpoint, client);
     expect(snapshotsTaken).toBe(1);
 
     await client.put('k1', 'changed while away');
