@@ -1,12 +1,12 @@
 // The WAL syncer behind STATELOG_SYNC=full on SQLite: commits are answered, and shown to
-// readers, only after an fsync that started after them; commits that land during an
-// fsync share the next one; a failed fsync fails every later write.
+// readers, only after an fsync that started after them; fsyncs overlap, up to a bound,
+// and commits that land meanwhile share the next one; a failed fsync fails every later write.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FileHandle } from 'node:fs/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { WalSyncer } from '../src/store/wal-syncer.js';
+import { MAX_IN_FLIGHT, WalSyncer } from '../src/store/wal-syncer.js';
 import { tempDir } from './helpers.js';
 import { write } from './store-helpers.js';
 
@@ -50,10 +50,11 @@ describe('WalSyncer', () => {
     await settled();
     expect(held.calls()).toBe(1);
     expect(done).toBe(false);
-    // A commit while the first fsync runs is not covered by it: a second one follows.
+    // A commit while the first fsync runs is not covered by it: its own starts at once.
     head.value = 7;
     let laterDone = false;
     const later = syncer.through(7).then(() => (laterDone = true));
+    await held.started(2);
     held.pending[0]!.release();
     await waiting;
     expect(syncer.covers(5)).toBe(true);
@@ -66,24 +67,39 @@ describe('WalSyncer', () => {
     expect(syncer.covers(7)).toBe(true);
   });
 
-  it('serves every commit that landed during one fsync with the next single fsync', async () => {
+  it('counts an fsync that ends before an earlier one for every commit before it started', async () => {
+    const held = heldDatasync();
+    const head = { value: 3 };
+    syncerWith(held, head);
+    const first = syncer.through(3);
+    await held.started(1);
+    head.value = 9;
+    const second = syncer.through(9);
+    await held.started(2);
+    held.pending[1]!.release();
+    await second;
+    expect(syncer.covers(9)).toBe(true);
+    await expect(Promise.race([first, settled().then(() => 'waiting')])).resolves.toBeUndefined();
+    held.pending[0]!.release();
+  });
+
+  it(`runs at most ${MAX_IN_FLIGHT} fsyncs at once, and serves the commits that landed meanwhile with one more`, async () => {
     const held = heldDatasync();
     const head = { value: 1 };
     syncerWith(held, head);
-    const first = syncer.through(1);
-    await held.started(1);
-    const group: Promise<void>[] = [];
-    for (let offset = 2; offset <= 20; offset++) {
+    const waits: Promise<void>[] = [];
+    for (let offset = 1; offset <= 20; offset++) {
       head.value = offset;
-      group.push(syncer.through(offset));
+      waits.push(syncer.through(offset));
+      await held.started(Math.min(offset, MAX_IN_FLIGHT));
     }
-    held.pending[0]!.release();
-    await first;
     await settled();
-    expect(held.calls()).toBe(2);
-    held.pending[1]!.release();
-    await Promise.all(group);
-    expect(held.calls()).toBe(2);
+    expect(held.calls()).toBe(MAX_IN_FLIGHT);
+    held.pending[0]!.release();
+    await held.started(MAX_IN_FLIGHT + 1);
+    for (const fsync of held.pending) fsync.release();
+    await Promise.all(waits);
+    expect(held.calls()).toBe(MAX_IN_FLIGHT + 1);
   });
 
   it('never waits for an offset beyond the latest commit', async () => {

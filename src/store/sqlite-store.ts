@@ -299,7 +299,12 @@ export class SqliteStore implements LogStore {
     let answer: Answer;
     let appended = 0;
     try {
-      const applied = this.db.transaction(() => request.ops.map((op, index) => this.applyOp(op, index, ts)))();
+      // A single op is refused, if at all, before it writes anything (applyOp checks
+      // first), so it needs no savepoint: two statements fewer for every PUT and DELETE.
+      const applied =
+        request.ops.length === 1
+          ? [this.applyOp(request.ops[0]!, 0, ts)]
+          : this.db.transaction(() => request.ops.map((op, index) => this.applyOp(op, index, ts)))();
       answer = request.render({ ok: true, applied });
       appended = applied.length;
     } catch (err) {

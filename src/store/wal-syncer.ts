@@ -7,13 +7,36 @@
 // the difference is that the event loop goes on parsing requests during the fsync
 // (a quarter of its time under load, measured by bench/profile.ts), and every commit
 // that lands meanwhile shares the next fsync.
+//
+// Up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one runs starts its
+// own at once instead of waiting for the running one to end: the device overlaps the
+// flushes (bench/fsync.ts measures it), so a group waits about one fsync, not up to two.
+// Each fsync covers every commit written before it started, whichever ends first.
 import { open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
+
+export const MAX_IN_FLIGHT = 2;
+
+interface Fsync {
+  /** The latest commit when it started: it covers every one up to here. */
+  target: number;
+  /** Settles when it ends; a failure is kept in WalSyncer.failure. */
+  ended: Promise<void>;
+}
+
+/** A promise and what resolves it: Promise.withResolvers() from Node 22. */
+function signal(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((done) => (resolve = done));
+  return { promise, resolve };
+}
 
 export class WalSyncer {
   /** Every commit up to this offset is on disk. */
   private durable = 0;
-  private running: Promise<void> | null = null;
+  private readonly running = new Set<Fsync>();
+  /** Resolved, and replaced, whenever an fsync ends, well or not. */
+  private anyEnded = signal();
   private file: Promise<FileHandle> | null = null;
   /** After a failed fsync nothing can be promised any more (the kernel may have dropped the pages). */
   private failure: Error | null = null;
@@ -32,9 +55,11 @@ export class WalSyncer {
     offset = Math.min(offset, this.head());
     while (this.durable < offset) {
       if (this.failure) throw this.failure;
-      // An fsync that started before `offset` committed may not cover it: wait for it, then start another.
-      this.running ??= this.syncOnce();
-      await this.running;
+      // An fsync that started before `offset` committed does not cover it; one that
+      // started later does, and may end before fsyncs that started earlier.
+      const covered = [...this.running].some((fsync) => fsync.target >= offset);
+      if (!covered && this.running.size < MAX_IN_FLIGHT) this.start();
+      await this.anyEnded.promise;
     }
   }
 
@@ -49,23 +74,32 @@ export class WalSyncer {
   }
 
   async close(): Promise<void> {
-    await this.running?.catch(() => {});
+    await Promise.all([...this.running].map((fsync) => fsync.ended));
     const file = await this.file?.catch(() => null);
     this.file = null;
     await file?.close();
   }
 
-  private async syncOnce(): Promise<void> {
+  private start(): void {
     const target = this.head();
+    const fsync: Fsync = { target, ended: this.sync(target) };
+    this.running.add(fsync);
+    void fsync.ended.finally(() => {
+      this.running.delete(fsync);
+      const ended = this.anyEnded;
+      this.anyEnded = signal();
+      ended.resolve();
+    });
+  }
+
+  /** One fsync; never rejects: a failure is kept for every waiter to throw. */
+  private async sync(target: number): Promise<void> {
     try {
       const file = await (this.file ??= this.openWal());
       await this.datasync(file);
       this.durable = Math.max(this.durable, target);
     } catch (err) {
-      this.failure = new Error(`fsync of the write-ahead log failed: ${(err as Error).message}`, { cause: err });
-      throw this.failure;
-    } finally {
-      this.running = null;
+      this.failure ??= new Error(`fsync of the write-ahead log failed: ${(err as Error).message}`, { cause: err });
     }
   }
 
