@@ -1,6 +1,7 @@
 // Durable PUT of statelog beside its peers on this machine, with one load generator and
 // the same client settings: etcd (through its HTTP/JSON gateway, POST /v3/kv/put) and
-// NATS KV (JetStream, through the nats client). The sides rotate within each round.
+// NATS KV (JetStream, through the nats client), and a bare fastify route that stores
+// nothing as the machine's ceiling. The sides rotate within each round.
 // etcd and nats-server are installed with apt-get when missing.
 //   npm run bench -- --only peers
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -10,7 +11,7 @@ import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
 import { closedLoop, HttpClient, type LoopResult } from './closed-loop.js';
 import { alternate, ratios, type Figure, type SystemResult } from './figure.js';
-import { freePort, sleep, startStatelog } from './lib.js';
+import { freePort, sleep, startBare, startStatelog } from './lib.js';
 import { putRequest, PUT_KEYS, randomKey, randomValue } from './write.js';
 
 /** Installs a Debian package when its command is missing (the bench runs as root here). */
@@ -67,6 +68,24 @@ async function statelogPeer(connections: number, sync: 'full' | 'normal'): Promi
       sync === 'full'
         ? 'yes: the SQLite WAL is fdatasynced (off the event loop) before each answer; one fsync serves every write committed since the last'
         : 'no: STATELOG_SYNC=normal writes the WAL before answering but fsyncs only at checkpoints (survives a process crash, not a power loss), shown for a like-for-like look at NATS',
+    put: async () => void (await client.expectOk(putRequest())),
+    async stop() {
+      await client.close();
+      await server.stop();
+    },
+  };
+}
+
+/**
+ * Not a peer but the ceiling of this machine: the same PUT parsed and validated by a
+ * fastify route that stores nothing, under the same load generator.
+ */
+async function barePeer(connections: number): Promise<Peer> {
+  const server = await startBare();
+  const client = new HttpClient(server.url, connections);
+  return {
+    name: 'bare fastify',
+    fsync: 'no: stores nothing; the ceiling of an HTTP service on this machine and load generator',
     put: async () => void (await client.expectOk(putRequest())),
     async stop() {
       await client.close();
@@ -136,7 +155,13 @@ export const peersFigure: Figure = {
     const peers: Peer[] = [];
     let runs: Record<string, LoopResult[]>;
     try {
-      peers.push(await statelogPeer(connections, 'full'), await etcdPeer(connections), await natsPeer(), await statelogPeer(connections, 'normal'));
+      peers.push(
+        await statelogPeer(connections, 'full'),
+        await etcdPeer(connections),
+        await natsPeer(),
+        await statelogPeer(connections, 'normal'),
+        await barePeer(connections),
+      );
       for (const peer of peers) await closedLoop(connections, settings.warmupSeconds, peer.put);
       runs = await alternate(settings.rounds, peers.map((p) => p.name), async (name, round) => {
         const result = await closedLoop(connections, settings.seconds, peers.find((p) => p.name === name)!.put);
@@ -167,6 +192,8 @@ export const peersFigure: Figure = {
         { label: 'ratio statelog / etcd (req/s)', unit: '×', values: ratios(rps('statelog'), rps('etcd')), target: { op: '>=', value: 3 } },
         { label: 'ratio statelog / etcd (p99)', unit: '×', values: ratios(p99('statelog'), p99('etcd')) },
         { label: 'ratio statelog / NATS KV (req/s)', unit: '×', values: ratios(rps('statelog'), rps('NATS KV')) },
+        // What the 3 × target asks of the HTTP layer alone: above 1 it is out of reach here.
+        { label: 'ratio 3 × etcd / bare fastify (req/s)', unit: '×', values: ratios(rps('etcd').map((r) => 3 * r), rps('bare fastify')) },
       ],
     };
   },
