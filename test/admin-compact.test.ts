@@ -112,6 +112,23 @@ describe('the timer', () => {
     expect((await t.http.get('/v1/stats')).body).toMatchObject({ records: 2, dirtyRatio: 0 });
   });
 
+  it('answers a run that lasts longer than the socket inactivity timeout', async () => {
+    const silenceMs = 30;
+    t = await startApp(
+      { STATELOG_MIN_COMPACTION_LAG_MS: '0' },
+      {
+        seed: (database) => database.fillLog({ records: 200_000, keys: 1000 }),
+        // connectionTimeout, shrunk: applied to each socket as it connects.
+        prepare: (app) => void (app.server.timeout = silenceMs),
+      },
+    );
+    const compact = await t.http.post('/v1/admin/compact');
+    expect(compact.status).toBe(200);
+    expect(compact.body).toMatchObject({ removed: 199_000 });
+    // Otherwise the test proves nothing.
+    expect(compact.body.durationMs).toBeGreaterThan(silenceMs * 2);
+  });
+
   it('stops with the app: close waits for a run in progress, which ends at a step boundary', async () => {
     t = await startApp();
     for (let batch = 0; batch < 20; batch++) {

@@ -6,7 +6,12 @@ import { ApiError } from '../errors.js';
 import { compactSchema } from '../schemas.js';
 
 export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor }> = async (app, { compactor }) => {
-  app.post('/v1/admin/compact', { schema: compactSchema }, async () => {
+  app.post('/v1/admin/compact', { schema: compactSchema }, async (req) => {
+    // A large run is silent for longer than the socket inactivity timeout
+    // (connectionTimeout), which would end the connection before the answer: the
+    // contract answers when the run is done, so the timeout waits until then.
+    const socket = req.raw.socket;
+    socket.setTimeout(0);
     try {
       const { removed, tombstonesRemoved, durationMs, horizon, head } = await compactor.run();
       return { removed, tombstonesRemoved, durationMs, horizon, head };
@@ -21,6 +26,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor }> = 
         {},
         { 'retry-after': '1' },
       );
+    } finally {
+      socket.setTimeout(app.server.timeout);
     }
   });
 };
