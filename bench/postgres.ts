@@ -14,6 +14,7 @@ import type { SnapshotReader } from '../src/store/log-store.js';
 import { PgStore } from '../src/store/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { closedLoop, HttpClient, type LoopResult } from './closed-loop.js';
+import { describeCpu, measureCpu, pidsNamed, type CpuShare } from './cpu-share.js';
 import { alternate, ratios, type Figure, type RunSettings } from './figure.js';
 import { sleep, startStatelog, type Server } from './lib.js';
 import { putRequest } from './write.js';
@@ -21,7 +22,7 @@ import { putRequest } from './write.js';
 const ADMIN_URL = process.env.STATELOG_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 type Side = 'sqlite' | 'pg1' | 'pg2';
-type Run = LoopResult & { commitsPerSecond?: number; recordsPerCommit?: number };
+type Run = LoopResult & { cpu: CpuShare; commitsPerSecond?: number; recordsPerCommit?: number };
 
 class Databases {
   private readonly created: string[] = [];
@@ -66,17 +67,20 @@ async function writeRounds(settings: RunSettings, dbs: Databases, connections: n
     }
     const targets: Record<Side, HttpClient[]> = { sqlite: [clients[0]!], pg1: [clients[1]!], pg2: [clients[1]!, clients[2]!] };
     for (const side of ['sqlite', 'pg1', 'pg2'] as const) await putLoad(targets[side], connections, settings.warmupSeconds);
+    const statelogPids = () => servers.map((server) => server.proc.pid!);
+    const measured = (side: Side) =>
+      measureCpu({ statelog: statelogPids, PostgreSQL: () => pidsNamed('postgres') }, () => putLoad(targets[side], connections, settings.seconds));
     return await alternate(settings.rounds, ['sqlite', 'pg1', 'pg2'] as const, async (side, round) => {
       if (side === 'sqlite') {
-        const result = await putLoad(targets.sqlite, connections, settings.seconds);
-        settings.log(`round ${round + 1}: sqlite ${result.rps.toFixed(0)} req/s`);
-        return result;
+        const { result, cpu } = await measured(side);
+        settings.log(`round ${round + 1}: sqlite ${result.rps.toFixed(0)} req/s; ${describeCpu(cpu)}`);
+        return { ...result, cpu };
       }
       const before = await dbs.commits(name);
-      const result = await putLoad(targets[side], connections, settings.seconds);
+      const { result, cpu } = await measured(side);
       const committed = (await dbs.commits(name)) - before;
-      const run = { ...result, commitsPerSecond: committed / settings.seconds, recordsPerCommit: result.requests / Math.max(committed, 1) };
-      settings.log(`round ${round + 1}: ${side} ${run.rps.toFixed(0)} req/s, ${run.recordsPerCommit.toFixed(1)} records a commit`);
+      const run = { ...result, cpu, commitsPerSecond: committed / settings.seconds, recordsPerCommit: result.requests / Math.max(committed, 1) };
+      settings.log(`round ${round + 1}: ${side} ${run.rps.toFixed(0)} req/s, ${run.recordsPerCommit.toFixed(1)} records a commit; ${describeCpu(cpu)}`);
       return run;
     });
   } finally {
@@ -160,7 +164,7 @@ export const postgresFigure: Figure = {
       const version = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
       const runs = await writeRounds(settings, dbs, connections);
       const snapshots = await snapshotRates(settings, dbs, snapshotKeys);
-      const pick = (side: Side, field: keyof Run) => runs[side].map((r) => r[field] ?? NaN);
+      const pick = (side: Side, field: 'rps' | 'p99' | 'recordsPerCommit') => runs[side].map((r) => r[field] ?? NaN);
       return {
         scale: `${connections} connections in all (split evenly over the two nodes), ${settings.seconds} s a side a round, STATELOG_SYNC=full; snapshots of ${snapshotKeys.toLocaleString()} keys`,
         settings: { connections, seconds: settings.seconds, rounds: settings.rounds, snapshotKeys, sync: 'full', failedRequests: Object.values(runs).flat().reduce((n, r) => n + r.errors, 0) },
@@ -175,6 +179,13 @@ export const postgresFigure: Figure = {
           { label: 'PostgreSQL, 2 nodes p99', unit: 'ms', values: pick('pg2', 'p99') },
           { label: 'PostgreSQL, 1 node records a commit', unit: 'records', values: pick('pg1', 'recordsPerCommit') },
           { label: 'PostgreSQL, 2 nodes records a commit', unit: 'records', values: pick('pg2', 'recordsPerCommit') },
+          // What limits the second node: the cores of this one machine, which the nodes,
+          // the database and the load generator share.
+          { label: 'PostgreSQL, 1 node: machine CPU busy', unit: '%', values: runs.pg1.map((r) => r.cpu.machineBusy * 100) },
+          { label: 'PostgreSQL, 2 nodes: machine CPU busy', unit: '%', values: runs.pg2.map((r) => r.cpu.machineBusy * 100) },
+          { label: 'PostgreSQL, 2 nodes: cores used by PostgreSQL', unit: 'cores', values: runs.pg2.map((r) => r.cpu.cores.PostgreSQL!) },
+          { label: 'PostgreSQL, 2 nodes: cores used by the statelog nodes', unit: 'cores', values: runs.pg2.map((r) => r.cpu.cores.statelog!) },
+          { label: 'PostgreSQL, 2 nodes: cores used by the load generator', unit: 'cores', values: runs.pg2.map((r) => r.cpu.cores['load generator']!) },
           { label: 'snapshot, PostgreSQL', unit: 'keys/s', values: snapshots.postgres },
           { label: 'snapshot, SQLite', unit: 'keys/s', values: snapshots.sqlite },
         ],
