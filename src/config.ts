@@ -15,6 +15,8 @@ export interface Config {
   databaseUrl: string | null;
   /** Connections each node keeps for reads and writes (snapshots have their own). */
   pgPoolSize: number;
+  /** How long a node waits for the database to answer one statement before answering 503 (0 = for ever). */
+  pgQueryTimeoutMs: number;
   sync: SyncMode;
   compactIntervalMs: number;
   minDirtyRatio: number;
@@ -129,6 +131,7 @@ export function loadConfig(env: Env = process.env): Config {
     dbPath: raw(env, 'STATELOG_DB') ?? './data/statelog.db',
     databaseUrl: databaseUrl(env, store),
     pgPoolSize: integer(env, 'STATELOG_PG_POOL_SIZE', 10, 1, 1000),
+    pgQueryTimeoutMs: integer(env, 'STATELOG_PG_QUERY_TIMEOUT_MS', 30_000, 0),
     sync: oneOf(env, 'STATELOG_SYNC', ['full', 'normal'], 'full'),
     compactIntervalMs: integer(env, 'STATELOG_COMPACT_INTERVAL_MS', 60_000, 0),
     minDirtyRatio: ratio(env, 'STATELOG_MIN_DIRTY_RATIO', 0.5),

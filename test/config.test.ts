@@ -42,6 +42,7 @@ describe('loadConfig', () => {
     ['LOG_LEVEL', 'verbose'],
     ['STATELOG_STORE', 'mysql'],
     ['STATELOG_PG_POOL_SIZE', '0'],
+    ['STATELOG_PG_QUERY_TIMEOUT_MS', '-1'],
   ])('refuses %s=%s naming the variable', (name, value) => {
     let error: unknown;
     try {
@@ -75,17 +76,20 @@ describe('the PostgreSQL store settings', () => {
     throw new Error('the settings were accepted');
   };
 
-  it('reads STATELOG_STORE, DATABASE_URL and the pool size', () => {
+  it('reads STATELOG_STORE, DATABASE_URL, the pool size and the query timeout', () => {
     const config = loadConfig({
       STATELOG_STORE: 'postgres',
       DATABASE_URL: 'postgresql://statelog:pw@db.internal:5432/statelog?sslmode=require',
       STATELOG_PG_POOL_SIZE: '20',
+      STATELOG_PG_QUERY_TIMEOUT_MS: '5000',
     });
     expect(config).toMatchObject({
       store: 'postgres',
       databaseUrl: 'postgresql://statelog:pw@db.internal:5432/statelog?sslmode=require',
       pgPoolSize: 20,
+      pgQueryTimeoutMs: 5000,
     });
+    expect(loadConfig({}).pgQueryTimeoutMs).toBe(30_000);
     expect(loadConfig({ STATELOG_STORE: 'postgres', DATABASE_URL: 'postgres://127.0.0.1/x' }).databaseUrl).toBe(
       'postgres://127.0.0.1/x',
     );

@@ -10,6 +10,7 @@ export async function openStore(config: Config): Promise<LogStore> {
     return PgStore.open({
       url: config.databaseUrl!,
       poolSize: config.pgPoolSize,
+      queryTimeoutMs: config.pgQueryTimeoutMs,
       snapshotPoolSize: config.maxSnapshots,
       sync: config.sync,
       idempotencyTtlMs: config.idempotencyTtlMs,

@@ -51,10 +51,19 @@ import {
   prefixUpperBound,
 } from './pg-sql.js';
 
+/** How long a node waits for a new connection to the database. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 export interface PgStoreOptions {
   url: string;
   /** Connections for reads and writes. */
   poolSize: number;
+  /**
+   * How long a statement may go unanswered before it fails as unavailable (0 = for
+   * ever): a network that drops packets without resetting the connection would
+   * otherwise hold requests for the minutes of TCP's retransmissions.
+   */
+  queryTimeoutMs?: number;
   /** Connections for snapshots, each held while its snapshot streams. */
   snapshotPoolSize: number;
   /** full: the server's own synchronous_commit (on by default); normal: off for statelog's sessions. */
@@ -89,6 +98,8 @@ export class PgStore implements LogStore {
   private closed = false;
   /** Tags this node's notifications, so that it does not take its own commits for news. */
   private readonly node = randomUUID();
+  /** Connection settings with no statement timeout (the migrations', LISTEN's). */
+  private readonly untimedClient: pg.ClientConfig;
 
   private constructor(private readonly options: PgStoreOptions) {
     const client: pg.ClientConfig = {
@@ -96,7 +107,7 @@ export class PgStore implements LogStore {
       types: pgTypes,
       application_name: 'statelog',
       keepAlive: true,
-      connectionTimeoutMillis: 10_000,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     };
     const settings = [
       // A node that vanishes without closing its connections (a cut network) would keep
@@ -110,15 +121,21 @@ export class PgStore implements LogStore {
       ...(options.sync === 'normal' ? ['synchronous_commit=off'] : []),
     ];
     const pgOptions = (more: string[]) => [...settings, ...more].map((setting) => `-c ${setting}`).join(' ');
+    // Not on `client`: see untimedClient.
+    // A shorter timeout bounds the wait for a connection too (a new one stalls as well).
+    const answered = options.queryTimeoutMs
+      ? { query_timeout: options.queryTimeoutMs, connectionTimeoutMillis: Math.min(options.queryTimeoutMs, CONNECT_TIMEOUT_MS) }
+      : {};
     this.pool = new pg.Pool({
       ...client,
+      ...answered,
       // The meta row is every writer's lock: a node stalled inside a write transaction
       // must not hold it. Only snapshots (their own pool) stay in a transaction for long.
       options: pgOptions(['idle_in_transaction_session_timeout=10000']),
       max: options.poolSize,
       idleTimeoutMillis: 30_000,
     });
-    this.snapshotPool = new pg.Pool({ ...client, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
+    this.snapshotPool = new pg.Pool({ ...client, ...answered, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
     for (const pool of [this.pool, this.snapshotPool]) {
       // An idle pooled connection that breaks must not take the process down,
       pool.on('error', (err) => this.reportError(err));
@@ -127,9 +144,10 @@ export class PgStore implements LogStore {
       // its holder learns of it from its next query, and the pool drops it on release.
       pool.on('connect', (client) => client.on('error', () => {}));
     }
+    this.untimedClient = { ...client, options: pgOptions([]) };
     this.watch = new HeadWatch({
       node: this.node,
-      client: { ...client, options: pgOptions([]) },
+      client: this.untimedClient,
       read: () => readMeta(this.pool),
       learn: (position) => this.learn(position, true),
       onError: (err) => this.reportError(err),
@@ -141,12 +159,16 @@ export class PgStore implements LogStore {
   static async open(options: PgStoreOptions): Promise<PgStore> {
     const store = new PgStore(options);
     try {
-      const client = await store.pool.connect();
+      // Its own connection, without the statement timeout: the advisory lock waits for
+      // as long as another node takes to migrate.
+      const client = new pg.Client(store.untimedClient);
+      client.on('error', () => {}); // a break surfaces as the failed query
+      await client.connect();
       try {
         await migratePostgres(client, options.migrationsDir);
         store.known = await readMeta(client);
       } finally {
-        client.release();
+        await client.end().catch(() => {});
       }
       await store.watch.start();
     } catch (err) {
@@ -405,7 +427,7 @@ export class PgStore implements LogStore {
 }
 
 /** Head, horizon and epoch as the meta row has them now. */
-async function readMeta(db: pg.Pool | pg.PoolClient): Promise<LogPosition> {
+async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
   return (await db.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1')).rows[0]!;
 }
 

@@ -7,7 +7,7 @@ import { get, type IncomingMessage } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import parsePrometheus from 'parse-prometheus-text-format';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { toApiError } from '../../src/error-handler.js';
 import { isStoreUnavailable } from '../../src/store/unavailable.js';
 import { cuttableProxy, type CuttableProxy } from '../support/flaky-proxy.js';
@@ -164,6 +164,31 @@ describe('the database cut off by the network', () => {
     expect(logs.some((line) => line.msg === 'the database is unavailable')).toBe(true);
     expect(logs.filter((line) => line.msg === 'request failed' && line.level === 50)).toEqual([]);
   }, 60_000);
+
+  it('answers 503 after STATELOG_PG_QUERY_TIMEOUT_MS when the network drops every packet, and recovers', async () => {
+    const timeoutMs = 400;
+    const node = await nodeBehindProxy({ STATELOG_PG_QUERY_TIMEOUT_MS: String(timeoutMs) });
+    expect((await http(node.url, 'PUT', '/v1/keys/k', { value: 1 })).status).toBe(200);
+    // Nothing is refused or reset: without a timeout these would wait for TCP to give up.
+    proxy!.stall();
+    const during: [string, string, unknown?, Record<string, string>?][] = [
+      ['GET', '/v1/keys/k'],
+      ['PUT', '/v1/keys/k', { value: 2 }],
+      ['PUT', '/v1/keys/k', { value: 3 }, { 'idempotency-key': 'stalled' }],
+      ['GET', '/v1/keys'],
+    ];
+    for (const [method, path, body, headers] of during) {
+      const started = Date.now();
+      expectUnavailable(await http(node.url, method, path, body, headers), `${method} ${path}`);
+      // A statement's timeout, or the wait for a new connection, which stalls too and is
+      // bounded by the same setting.
+      expect(Date.now() - started).toBeLessThan(timeoutMs * 5);
+    }
+    await proxy!.restore();
+    await untilReady(node);
+    await vi.waitFor(async () => expect((await http(node.url, 'PUT', '/v1/keys/k', { value: 4 })).status).toBe(200), { timeout: 15_000, interval: 200 });
+    expect((await http(node.url, 'GET', '/v1/keys/k')).body.value).toBe(4);
+  }, 90_000);
 });
 
 /** /metrics, parsed: every sample without labels, by name. */

@@ -3,7 +3,9 @@
 //   then cuts the client's connection before the answer: the client cannot know whether
 //   its write was applied.
 // - cuttableProxy: relays everything until cut(), which drops every open connection and
-//   refuses new ones (as a database that went down, or a cut network), until restore().
+//   refuses new ones (as a database that went down, or a cut network), until restore();
+//   or until stall(), after which it silently drops every byte either way and closes
+//   nothing (as a network that loses packets), until restore().
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 
 export interface FlakyProxy {
@@ -97,7 +99,9 @@ export interface CuttableProxy {
   readonly connections: number;
   /** Drops every open connection and refuses new ones (ECONNREFUSED) until restore(). */
   cut(): Promise<void>;
-  /** Accepts and relays connections again, on the same port. */
+  /** Keeps every connection open, and accepts new ones, but relays nothing either way. */
+  stall(): void;
+  /** Accepts and relays connections again, on the same port, after cut() or stall(). */
   restore(): Promise<void>;
   close(): Promise<void>;
 }
@@ -105,10 +109,12 @@ export interface CuttableProxy {
 /** A plain TCP relay to `host:port` that a test can cut and restore. */
 export async function cuttableProxy(host: string, port: number): Promise<CuttableProxy> {
   let connections = 0;
+  let stalled = false;
   const relay = new Relay({ host, port }, (client, upstream) => {
     connections += 1;
-    client.pipe(upstream);
-    upstream.pipe(client);
+    client.on('data', (chunk: Buffer) => stalled || upstream.write(chunk));
+    upstream.on('data', (chunk: Buffer) => stalled || client.write(chunk));
+    client.on('end', () => upstream.end());
   });
   const listening = await relay.listen();
   let up = true;
@@ -122,7 +128,11 @@ export async function cuttableProxy(host: string, port: number): Promise<Cuttabl
       up = false;
       await relay.stop();
     },
+    stall() {
+      stalled = true;
+    },
     async restore() {
+      stalled = false;
       if (up) return;
       up = true;
       await relay.resume(listening);
