@@ -4,7 +4,7 @@
 // only once that transaction is durable. While a commit is running on an asynchronous
 // store (PostgreSQL), new requests wait for the next group; on SQLite the transaction
 // is done when commit() returns, so the next group commits while this one waits for its
-// fsync, and the fsync in progress, or the next, serves them all (wal-syncer.ts).
+// fsync, and one fsync serves every group committed before it started (wal-syncer.ts).
 import type { LogStore, WriteRequest, WriteResult } from './store/log-store.js';
 
 interface Pending {

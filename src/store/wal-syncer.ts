@@ -5,13 +5,13 @@
 // SQLite's recovery replays every WAL frame up to the last valid commit frame, so a
 // commit whose frames are on disk survives a power loss just as with synchronous = FULL;
 // the difference is that the event loop goes on parsing requests during the fsync
-// (a quarter of its time under load, measured by bench/profile.ts), and every commit
-// that lands meanwhile shares the next fsync.
+// (a quarter of its time under load, measured by bench/profile.ts).
 //
 // Up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one runs starts its
 // own at once instead of waiting for the running one to end: the device overlaps the
 // flushes (bench/fsync.ts measures it), so a group waits about one fsync, not up to two.
-// Each fsync covers every commit written before it started, whichever ends first.
+// Each fsync covers every commit written before it started, whichever ends first; once
+// MAX_IN_FLIGHT run, the commits that land meanwhile share the next one.
 import { open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
