@@ -3,7 +3,9 @@
 // from commit (the record's ts, stamped by the server as it commits) to receipt by
 // each subscriber, p50/p99/max, for several runs (a fresh server each) and their
 // medians. Subscribers live in SUBSCRIBER_PROCS child processes so that parsing does
-// not delay receipt. Target: p99 <= 20 ms.
+// not delay receipt. Target: p99 <= 20 ms. Each run also measures, alternating with
+// statelog, a bare relay that stores nothing (bench/fanout-bare-server.ts): the floor
+// of this machine under the same writer and subscribers.
 // Options: SUBSCRIBERS, RATE, SECONDS, RUNS, SUBSCRIBER_PROCS, STATELOG_SYNC.
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
@@ -11,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { eachRun, median, saveResult, type ServerProcess } from './server-process.js';
+import { median, saveResult, startServer, type ServerProcess } from './server-process.js';
 
 const SUBSCRIBERS = Number(process.env.SUBSCRIBERS ?? 100);
 const RATE = Number(process.env.RATE ?? 2000);
@@ -158,31 +160,58 @@ async function run(server: ServerProcess) {
   };
 }
 
+type RunResult = Awaited<ReturnType<typeof run>>;
+
+const describe = (side: string, result: RunResult): string =>
+  `${side}: ${result.writeRate} records/s to ${SUBSCRIBERS} subscribers, ` +
+  `latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms; ` +
+  `CPU s server ${result.cpuSeconds.server}, subscribers ${result.cpuSeconds.subscribers}, ` +
+  `writer ${result.cpuSeconds.writer}; load ${result.loadAverage.toFixed(1)}`;
+
+/** One run on a fresh server process: statelog, or the bare relay. */
+async function measure(side: 'statelog' | 'bare relay', db: string): Promise<RunResult> {
+  const server = side === 'statelog' ? await startServer({ STATELOG_DB: db, STATELOG_SYNC: SYNC }) : await startServer({}, 'bench/fanout-bare-server.ts');
+  try {
+    return await run(server);
+  } finally {
+    await server.stop();
+  }
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
 try {
-  const runs = await eachRun(
-    RUNS,
-    (i) => ({ STATELOG_DB: join(dir, `run-${i}.db`), STATELOG_SYNC: SYNC }),
-    run,
-    (result) =>
-      `${result.writeRate} records/s to ${SUBSCRIBERS} subscribers, ` +
-      `latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms; ` +
-      `CPU s server ${result.cpuSeconds.server}, subscribers ${result.cpuSeconds.subscribers}, ` +
-      `writer ${result.cpuSeconds.writer}; load ${result.loadAverage.toFixed(1)}`,
-  );
+  const runs: { statelog: RunResult; bare: RunResult }[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    // The two sides alternate which goes first, as the machine's speed drifts.
+    const order = i % 2 === 0 ? (['statelog', 'bare relay'] as const) : (['bare relay', 'statelog'] as const);
+    const pair: Partial<{ statelog: RunResult; bare: RunResult }> = {};
+    for (const side of order) {
+      const result = await measure(side, join(dir, `run-${i}.db`));
+      pair[side === 'statelog' ? 'statelog' : 'bare'] = result;
+      console.log(`run ${i + 1}, ${describe(side, result)}`);
+    }
+    runs.push(pair as { statelog: RunResult; bare: RunResult });
+  }
+  const medianOf = (side: 'statelog' | 'bare', field: 'p50Ms' | 'p99Ms') => median(runs.map((r) => r[side][field]));
   const result = {
     bench: 'fanout',
     at: new Date().toISOString(),
     node: process.version,
     settings: { subscribers: SUBSCRIBERS, rate: RATE, batch: BATCH, seconds: SECONDS, subscriberProcesses: PROCS, sync: SYNC },
-    runs,
-    median: { p50Ms: median(runs.map((r) => r.p50Ms)), p99Ms: median(runs.map((r) => r.p99Ms)) },
+    baseline: 'bench/fanout-bare-server.ts: relays each POST to every stream at once, storing and fsyncing nothing',
+    runs: runs.map((r) => r.statelog),
+    bareRuns: runs.map((r) => r.bare),
+    median: { p50Ms: medianOf('statelog', 'p50Ms'), p99Ms: medianOf('statelog', 'p99Ms') },
+    bareMedian: { p50Ms: medianOf('bare', 'p50Ms'), p99Ms: medianOf('bare', 'p99Ms') },
+    /** statelog's p99 over the bare relay's, run by run. */
+    p99Ratio: median(runs.map((r) => r.statelog.p99Ms / r.bare.p99Ms)),
     target: { p99Ms: 20 },
   };
   saveResult(SYNC === 'full' ? 'fanout' : `fanout-sync-${SYNC}`, result);
   console.log(
-    `median of ${RUNS}: p50 ${result.median.p50Ms} ms, p99 ${result.median.p99Ms} ms ` +
-      `(target <= 20: ${result.median.p99Ms <= 20 ? 'met' : 'MISSED'})`,
+    `median of ${RUNS}: statelog p50 ${result.median.p50Ms} ms, p99 ${result.median.p99Ms} ms ` +
+      `(target <= 20: ${result.median.p99Ms <= 20 ? 'met' : 'MISSED'}); bare relay p50 ${result.bareMedian.p50Ms} ms, ` +
+      `p99 ${result.bareMedian.p99Ms} ms; p99 ratio ${result.p99Ratio.toFixed(2)} ×`,
   );
 } finally {
   rmSync(dir, { recursive: true, force: true });

@@ -17,10 +17,11 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
-export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
+/** statelog (src/server.ts), or another entry that prints the same "Server listening at" line. */
+export async function startServer(env: Record<string, string>, entry = 'src/server.ts'): Promise<ServerProcess> {
   // SERVER_NODE_ARGS adds flags for the server alone, such as --cpu-prof.
   const extra = process.env.SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const child = spawn(process.execPath, [...extra, '--import', 'tsx', 'src/server.ts'], {
+  const child = spawn(process.execPath, [...extra, '--import', 'tsx', entry], {
     cwd: ROOT,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
