@@ -15,7 +15,15 @@ const SQLITE_ONLY = [
 ];
 const POSTGRES_ONLY = ['test/postgres/**'];
 /** Tests of no store at all: run once, in the sqlite project. */
-const STORE_FREE = ['test/config.test.ts', 'test/bench-smoke.test.ts', 'test/tail-pages.test.ts'];
+const STORE_FREE = [
+  'test/config.test.ts',
+  'test/bench-smoke.test.ts',
+  'test/tail-pages.test.ts',
+  // The command-line client speaks HTTP only (its backup and restore are SQLite's): the
+  // API it calls is tested on both stores elsewhere, and each of its steps starts a
+  // process, half a minute of the suite a store.
+  'test/cli.test.ts',
+];
 
 export default defineConfig({
   test: {
