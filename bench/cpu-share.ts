@@ -23,7 +23,7 @@ export function pidsNamed(comm: string): number[] {
 }
 
 /** User + system CPU seconds of a process so far; 0 once it is gone. */
-function processSeconds(pid: number): number {
+export function processSeconds(pid: number): number {
   try {
     // Fields 14 and 15 of /proc/<pid>/stat, counted after the command name's ')'.
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');

@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { processSeconds } from './cpu-share.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -45,11 +46,7 @@ export async function startServer(env: Record<string, string>, entry = 'src/serv
       const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
       return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
     },
-    cpuSeconds() {
-      // Fields 14 and 15 of /proc/<pid>/stat, in clock ticks (100 a second on Linux).
-      const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return (Number(fields[11]) + Number(fields[12])) / 100;
-    },
+    cpuSeconds: () => processSeconds(child.pid!),
     async stop() {
       child.kill('SIGTERM');
       return exited;

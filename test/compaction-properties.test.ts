@@ -3,11 +3,10 @@
 // model replays the same history and decides independently what a run must remove.
 // FC_RUNS sets the number of histories per property (default 200; 40 on PostgreSQL,
 // where the readers' checks after each run take thousands of round trips).
-import { rmSync } from 'node:fs';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LogStore, StoredRecord, WriteOp } from '../src/store/log-store.js';
-import { tempDir, testStore, TEST_STORE, type TestStore } from './helpers.js';
+import { fileDatabase, TEST_STORE } from './helpers.js';
 import { allRecords, applyRecords, compactorFor, currentState, keptCounters, readSnapshot, write } from './store-helpers.js';
 
 const RUNS = Number(process.env.FC_RUNS ?? (TEST_STORE === 'postgres' ? 40 : 200));
@@ -48,15 +47,7 @@ const scenario = fc.record({
 type Scenario = typeof scenario extends fc.Arbitrary<infer T> ? T : never;
 
 // One database for the file, emptied before each history.
-const dir = tempDir();
-let database: TestStore;
-beforeAll(async () => {
-  database = await testStore(dir);
-});
-afterAll(async () => {
-  await database.drop();
-  rmSync(dir, { recursive: true, force: true });
-});
+const database = fileDatabase();
 
 /** The history as written (never compacted), and what compaction must have left. */
 class Model {
@@ -143,7 +134,7 @@ async function checkReaders(store: LogStore, model: Model): Promise<void> {
   for (const k of KEYS) expect((await store.get(k))?.value ?? null).toBe(current.get(k) ?? null);
 
   // Counters exact; head never moves back; the horizon is stored as the model has it.
-  expect(await keptCounters(store)).toEqual(await database.counted());
+  expect(await keptCounters(store)).toEqual(await database().counted());
   expect(store.position()).toMatchObject({ head: model.head, horizon: model.horizon });
 
   // From any offset at or above the horizon, the state at that offset plus the changes
@@ -206,8 +197,8 @@ function adoptConcurrentRun(model: Model, survivors: StoredRecord[], headAtStart
 }
 
 async function runScenario(s: Scenario, concurrent: boolean): Promise<void> {
-  await database.reset();
-  let store = await database.openStore();
+  await database().reset();
+  let store = await database().openStore();
   let clock = 1_000_000;
   const model = new Model();
   const budget = { maxRows: s.stepRows, maxMs: 10_000 };
@@ -274,9 +265,9 @@ async function runScenario(s: Scenario, concurrent: boolean): Promise<void> {
 
     // The horizon and the counters are stored; offsets are never reused.
     await store.close();
-    store = await database.openStore();
+    store = await database().openStore();
     expect(store.position()).toMatchObject({ head: model.head, horizon: model.horizon });
-    expect(await keptCounters(store)).toEqual(await database.counted());
+    expect(await keptCounters(store)).toEqual(await database().counted());
     const next = await write(store, [{ op: 'set', key: 'a', value: '1' }], clock);
     expect(next.ok && next.applied[0]!.offset).toBe(model.head + 1);
   } finally {

@@ -1,29 +1,20 @@
 // The compaction job on a real store: when a timed run is due, joining, failure
 // isolation, stopping at a step boundary, and what it reports.
-import { rmSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CompactionStopped, compactionDue, type CompactionSettings } from '../src/compactor.js';
 import type { LogStore } from '../src/store/log-store.js';
 import { keyName } from './fill-log.js';
-import { tempDir, testStore, type TestStore } from './helpers.js';
+import { fileDatabase } from './helpers.js';
 import { NO_TIMER, allRecords, compactorFor, currentState, keptCounters, write } from './store-helpers.js';
 
 // One database for the file, emptied before each test.
-const dir = tempDir();
-let database: TestStore;
+const database = fileDatabase();
 let store: LogStore;
-beforeAll(async () => {
-  database = await testStore(dir);
-});
-afterAll(async () => {
-  await database.drop();
-  rmSync(dir, { recursive: true, force: true });
-});
 beforeEach(async () => {
-  await database.reset();
-  store = await database.openStore();
+  await database().reset();
+  store = await database().openStore();
 });
 afterEach(async () => {
   await store.close();
@@ -54,7 +45,7 @@ function recordingLog() {
 async function expectFullyCompacted(): Promise<void> {
   const records = await allRecords(store);
   expect(new Set(records.map((r) => r.key)).size).toBe(records.length);
-  expect(await keptCounters(store)).toEqual(await database.counted());
+  expect(await keptCounters(store)).toEqual(await database().counted());
 }
 
 describe('when a timed run is due', () => {
@@ -104,10 +95,10 @@ describe('when a timed run is due', () => {
     expect(await store.compactionBacklog()).toEqual({ records: 10, superseded: 5, supersededSince: 3_000 });
 
     await store.close();
-    store = await database.openStore();
+    store = await database().openStore();
     // After a restart, SQLite takes the oldest record's time (never later than the
     // truth); PostgreSQL keeps the bound in its meta row.
-    const supersededSince = database.kind === 'sqlite' ? 2_000 : 3_000;
+    const supersededSince = database().kind === 'sqlite' ? 2_000 : 3_000;
     expect(await store.compactionBacklog()).toEqual({ records: 10, superseded: 5, supersededSince });
   });
 });
@@ -124,9 +115,9 @@ describe('a run', () => {
   });
 
   it('reports what it did, and shrinks the file', async () => {
-    await database.reset();
-    await database.fillLog({ records: 50_000, keys: 100, deletedKeys: 10, lastTs: 10_000 });
-    store = await database.openStore();
+    await database().reset();
+    await database().fillLog({ records: 50_000, keys: 100, deletedKeys: 10, lastTs: 10_000 });
+    store = await database().openStore();
     const before = await store.counters();
     const compactor = compactorFor(store, {}, { now: () => 20_000 });
     const summary = await compactor.run();
@@ -142,7 +133,7 @@ describe('a run', () => {
     const horizon = summary.horizon;
     expect(horizon).toBeGreaterThan(50_000 - 100);
     expect(store.position().horizon).toBe(horizon);
-    if (database.kind === 'sqlite') {
+    if (database().kind === 'sqlite') {
       // The run gives the file's space back itself. (PostgreSQL's autovacuum makes the
       // space reusable later, and may change the size at any time.)
       expect(summary.bytesAfter).toBeLessThan(summary.bytesBefore / 10);
@@ -174,7 +165,7 @@ describe('a run', () => {
     await writeVersions(40, 5, Date.now());
     const valuesBefore = await currentState(store);
     // A real failure inside the database, in the middle of the run.
-    const restore = await database.failCompaction('disk on fire', 100);
+    const restore = await database().failCompaction('disk on fire', 100);
     const { log, lines } = recordingLog();
     const compactor = compactorFor(store, { minDirtyRatio: 0.2 }, { log, budget: { maxRows: 20, maxMs: 50 } });
 
@@ -189,7 +180,7 @@ describe('a run', () => {
     expect(failure.trigger).toBe('admin');
 
     // The steps before the failing one stand; the failing one left no trace.
-    const counted = await database.counted();
+    const counted = await database().counted();
     expect(counted.records).toBeLessThan(200);
     expect(counted.records).toBeGreaterThan(40);
     expect(await keptCounters(store)).toEqual(counted);
@@ -211,9 +202,9 @@ describe('a run', () => {
     await expect.poll(() => compactor.failures, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
     await compactor.stop();
     expect(compactor.runs).toBe(0);
-    const gone = { sqlite: /not open/, postgres: /after calling end on the pool|store is closed/ }[database.kind];
+    const gone = { sqlite: /not open/, postgres: /after calling end on the pool|store is closed/ }[database().kind];
     expect(lines.filter((line) => line.level === 50).every((line) => gone.test(String((line.err as { message: string }).message)))).toBe(true);
-    store = await database.openStore();
+    store = await database().openStore();
   });
 
   it('stops at a step boundary and refuses to start again', async () => {
@@ -226,7 +217,7 @@ describe('a run', () => {
     await expect(run).rejects.toBeInstanceOf(CompactionStopped);
     await expect(compactor.run()).rejects.toBeInstanceOf(CompactionStopped);
     expect(compactor.failures).toBe(0);
-    const counted = await database.counted();
+    const counted = await database().counted();
     expect(counted.records).toBeGreaterThan(100);
     expect(counted.records).toBeLessThan(500);
     expect(await keptCounters(store)).toEqual(counted);

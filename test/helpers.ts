@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import supertest from 'supertest';
+import { afterAll, beforeAll } from 'vitest';
 import { buildApp, type App } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { testStore, type TestStore } from './support/store-access.js';
@@ -25,6 +26,23 @@ export interface TestApp {
 
 export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'statelog-test-'));
+}
+
+/**
+ * One database of the store under test for a whole test file, made before its first test
+ * and dropped after its last (a test empties it with reset()). Call at the file's top level.
+ */
+export function fileDatabase(): () => TestStore {
+  const dir = tempDir();
+  let database: TestStore | undefined;
+  beforeAll(async () => {
+    database = await testStore(dir);
+  });
+  afterAll(async () => {
+    await database?.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return () => database!;
 }
 
 export interface StartOptions {

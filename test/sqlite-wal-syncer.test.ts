@@ -33,17 +33,18 @@ describe('WalSyncer', () => {
     await syncer?.close();
   });
 
-  function syncerWith(held: ReturnType<typeof heldDatasync>, head: { value: number }) {
+  /** A syncer on a new WAL whose latest commit is `head.value`, with fsyncs the test holds. */
+  function syncerAt(initialHead: number) {
+    const held = heldDatasync();
+    const head = { value: initialHead };
     const wal = join(tempDir(), 'statelog.db-wal');
     writeFileSync(wal, '');
     syncer = new WalSyncer(wal, () => head.value, held.datasync);
-    return syncer;
+    return { held, head };
   }
 
   it('resolves only after an fsync that started after the commit', async () => {
-    const held = heldDatasync();
-    const head = { value: 5 };
-    syncerWith(held, head);
+    const { held, head } = syncerAt(5);
     let done = false;
     const waiting = syncer.through(5).then(() => (done = true));
     await held.started(1);
@@ -68,9 +69,7 @@ describe('WalSyncer', () => {
   });
 
   it('counts an fsync that ends before an earlier one for every commit before it started', async () => {
-    const held = heldDatasync();
-    const head = { value: 3 };
-    syncerWith(held, head);
+    const { held, head } = syncerAt(3);
     const first = syncer.through(3);
     await held.started(1);
     head.value = 9;
@@ -84,9 +83,7 @@ describe('WalSyncer', () => {
   });
 
   it(`runs at most ${MAX_IN_FLIGHT} fsyncs at once, and serves the commits that landed meanwhile with one more`, async () => {
-    const held = heldDatasync();
-    const head = { value: 1 };
-    syncerWith(held, head);
+    const { held, head } = syncerAt(1);
     const waits: Promise<void>[] = [];
     for (let offset = 1; offset <= 20; offset++) {
       head.value = offset;
@@ -103,8 +100,7 @@ describe('WalSyncer', () => {
   });
 
   it('never waits for an offset beyond the latest commit', async () => {
-    const held = heldDatasync();
-    syncerWith(held, { value: 3 });
+    const { held } = syncerAt(3);
     const waiting = syncer.through(1_000);
     await held.started(1);
     held.pending[0]!.release();
@@ -113,9 +109,7 @@ describe('WalSyncer', () => {
   });
 
   it('fails every later wait once an fsync has failed', async () => {
-    const held = heldDatasync();
-    const head = { value: 2 };
-    syncerWith(held, head);
+    const { held, head } = syncerAt(2);
     const waiting = syncer.through(2);
     await held.started(1);
     held.pending[0]!.fail(new Error('EIO: i/o error, fdatasync'));

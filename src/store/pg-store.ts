@@ -121,8 +121,8 @@ export class PgStore implements LogStore {
       ...(options.sync === 'normal' ? ['synchronous_commit=off'] : []),
     ];
     const pgOptions = (more: string[]) => [...settings, ...more].map((setting) => `-c ${setting}`).join(' ');
-    // Not on `client`: see untimedClient.
-    // A shorter timeout bounds the wait for a connection too (a new one stalls as well).
+    // On the pools only, not on `client` (see untimedClient). A timeout shorter than the
+    // connect timeout bounds the wait for a connection too: a new one stalls as well.
     const answered = options.queryTimeoutMs
       ? { query_timeout: options.queryTimeoutMs, connectionTimeoutMillis: Math.min(options.queryTimeoutMs, CONNECT_TIMEOUT_MS) }
       : {};
