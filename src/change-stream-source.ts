@@ -1,6 +1,6 @@
 // The text of one change stream, produced a chunk at a time as the socket asks for it:
 // an optional snapshot phase, then records read from the log by offset for ever.
-import type { ChangeNotifier } from './change-notifier.js';
+import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
 import { ApiError } from './errors.js';
 import { recordJson } from './render.js';
@@ -19,16 +19,19 @@ const RETRY_MS = 1000;
 /** The contract's bound on the time between progress events. */
 const PROGRESS_INTERVAL_MS = 15_000;
 
-/** A page's records as stream events, each with its offset as id. */
-export function recordEvents(records: StoredRecord[]): string {
+/**
+ * A page's records as stream events, each with its offset as id: bytes, so that the
+ * streams sharing the page write the same buffer instead of each encoding the text.
+ */
+export function recordEvents(records: StoredRecord[]): Buffer {
   let text = '';
   for (const record of records) text += sseEvent('record', recordJson(record), record.offset);
-  return text;
+  return Buffer.from(text);
 }
 
 export interface ChangeStreamOptions {
   /** Reads the log, sharing pages at the head among streams. */
-  tail: TailPages;
+  tail: TailPages<Buffer>;
   notifier: ChangeNotifier;
   prefix: string;
   /** Where a stream without a snapshot starts (exclusive). */
@@ -51,13 +54,15 @@ export class ChangeStreamSource {
   /** Every record up to here has been sent, or the reader has been told to skip it. */
   private position: number;
   private lastProgressAt = Date.now();
+  private readonly waiter: RepeatedWaiter;
 
   constructor(private readonly options: ChangeStreamOptions) {
     this.position = options.after;
+    this.waiter = new RepeatedWaiter(options.notifier, options.signal);
   }
 
   /** The next chunk of the stream, or null when it has ended. */
-  async next(): Promise<string | null> {
+  async next(): Promise<string | Buffer | null> {
     if (this.options.signal.aborted) this.phase = 'done';
     switch (this.phase) {
       case 'open':
@@ -73,8 +78,9 @@ export class ChangeStreamSource {
     }
   }
 
-  /** Gives the snapshot's connection and slot back; safe to call more than once. */
+  /** Gives the snapshot's connection and slot and the waiter's timer back; safe to call more than once. */
   release(): void {
+    this.waiter.close();
     const snapshot = this.options.snapshot;
     if (!snapshot) return;
     snapshot.reader.close();
@@ -92,13 +98,13 @@ export class ChangeStreamSource {
     return sseEvent('snapshot-end', data, reader.offset);
   }
 
-  private async liveChunk(): Promise<string | null> {
+  private async liveChunk(): Promise<string | Buffer | null> {
     for (;;) {
       const progressDue = Date.now() - this.lastProgressAt >= PROGRESS_INTERVAL_MS;
       // At the head there is nothing to read: go straight to waiting.
       if (this.position < this.options.tail.head || progressDue) {
         const text = await this.read(progressDue);
-        if (text !== '') return text;
+        if (text.length > 0) return text;
       }
       if (!(await this.waitForCommit())) {
         this.phase = 'done';
@@ -108,10 +114,10 @@ export class ChangeStreamSource {
   }
 
   /** The records after the reader's position and the progress event they call for. */
-  private async read(progressDue: boolean): Promise<string> {
+  private async read(progressDue: boolean): Promise<string | Buffer> {
     const { tail, prefix } = this.options;
     let page: FeedPage;
-    let text: string;
+    let text: Buffer;
     try {
       ({ page, text } = await tail.read({ after: this.position, prefix, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
     } catch (err) {
@@ -123,8 +129,9 @@ export class ChangeStreamSource {
     this.position = page.next;
     // Records skipped by the prefix (or removed by compaction) still move the reader.
     if (page.next > lastSent || progressDue) {
-      text += sseEvent('progress', `{"offset":${page.next}}`, page.next);
       this.lastProgressAt = Date.now();
+      const progress = sseEvent('progress', `{"offset":${page.next}}`, page.next);
+      return text.length === 0 ? progress : Buffer.concat([text, Buffer.from(progress)]);
     }
     return text;
   }
@@ -134,7 +141,7 @@ export class ChangeStreamSource {
     const { notifier, signal } = this.options;
     // A commit published since the last read: read again rather than wait.
     if (!signal.aborted && notifier.head <= this.position) {
-      await notifier.next(this.lastProgressAt + PROGRESS_INTERVAL_MS - Date.now(), signal);
+      await this.waiter.wait(this.lastProgressAt + PROGRESS_INTERVAL_MS);
     }
     return !signal.aborted;
   }

@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
  * its promise settles. `release` runs once, when the stream ends, fails or is
  * destroyed (a client that disconnects destroys it).
  */
-export function pullStream(produce: () => Promise<string | null>, release: () => void, highWaterMark = 64 * 1024): Readable {
+export function pullStream(produce: () => Promise<string | Buffer | null>, release: () => void, highWaterMark = 64 * 1024): Readable {
   const stream: Readable = new Readable({
     highWaterMark,
     read() {
@@ -21,10 +21,10 @@ export function pullStream(produce: () => Promise<string | null>, release: () =>
   });
   async function pull(): Promise<void> {
     try {
-      let chunk: string | null;
+      let chunk: string | Buffer | null;
       // An empty chunk must not be pushed: push('') asks for no further read().
       do chunk = await produce();
-      while (chunk === '' && !stream.destroyed);
+      while (chunk?.length === 0 && !stream.destroyed);
       if (!stream.destroyed) stream.push(chunk);
     } catch (err) {
       stream.destroy(err as Error);

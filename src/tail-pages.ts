@@ -8,20 +8,20 @@ import type { LogStore, StoredRecord } from './store/log-store.js';
 /** Readers far behind are at offsets of their own: the pages kept per head are few. */
 const MAX_PAGES = 64;
 
-export interface RenderedPage {
+export interface RenderedPage<Rendered> {
   page: FeedPage;
   /** The page's records as the stream sends them. */
-  text: string;
+  text: Rendered;
 }
 
-export class TailPages {
+export class TailPages<Rendered> {
   private pagesHead = -1;
   /** Promises, so that readers woken together share the read already under way. */
-  private readonly pages = new Map<string, Promise<RenderedPage>>();
+  private readonly pages = new Map<string, Promise<RenderedPage<Rendered>>>();
 
   constructor(
     private readonly store: LogStore,
-    private readonly render: (records: StoredRecord[]) => string,
+    private readonly render: (records: StoredRecord[]) => Rendered,
   ) {}
 
   /** The log's head now: a reader there has nothing to read. */
@@ -30,7 +30,7 @@ export class TailPages {
   }
 
   /** The page after `after` with `prefix`, or a 410 from checkReader, as readFeed gives it. */
-  async read(query: { after: number; prefix: string; limit: number; maxChars: number }): Promise<RenderedPage> {
+  async read(query: { after: number; prefix: string; limit: number; maxChars: number }): Promise<RenderedPage<Rendered>> {
     const position = this.store.position();
     if (position.head !== this.pagesHead) {
       this.pages.clear();
