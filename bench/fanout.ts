@@ -160,19 +160,37 @@ async function run(server: ServerProcess) {
   };
 }
 
-type RunResult = Awaited<ReturnType<typeof run>>;
+/**
+ * How long the server's group commits took to be durable in the run (its fresh
+ * statelog_group_commit_duration_seconds histogram): the part of each record's latency
+ * spent in the fsync before any subscriber may see it. Bucket bounds, so "at most".
+ */
+async function groupCommitLatency(base: string): Promise<{ groups: number; p50AtMostMs: number; p99AtMostMs: number }> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const buckets = [...text.matchAll(/^statelog_group_commit_duration_seconds_bucket\{le="([^"]+)"\} (\d+)$/gm)].map(
+    ([, le, count]) => ({ le: le === '+Inf' ? Infinity : Number(le) * 1000, count: Number(count) }),
+  );
+  const groups = buckets.at(-1)?.count ?? 0;
+  const atMost = (p: number) => buckets.find((b) => b.count >= (p / 100) * groups)?.le ?? NaN;
+  return { groups, p50AtMostMs: atMost(50), p99AtMostMs: atMost(99) };
+}
+
+type RunResult = Awaited<ReturnType<typeof run>> & { groupCommit?: Awaited<ReturnType<typeof groupCommitLatency>> };
 
 const describe = (side: string, result: RunResult): string =>
   `${side}: ${result.writeRate} records/s to ${SUBSCRIBERS} subscribers, ` +
   `latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms; ` +
   `CPU s server ${result.cpuSeconds.server}, subscribers ${result.cpuSeconds.subscribers}, ` +
-  `writer ${result.cpuSeconds.writer}; load ${result.loadAverage.toFixed(1)}`;
+  `writer ${result.cpuSeconds.writer}; load ${result.loadAverage.toFixed(1)}` +
+  (result.groupCommit ? `; group commit to durable p50 <= ${result.groupCommit.p50AtMostMs} ms, p99 <= ${result.groupCommit.p99AtMostMs} ms` : '');
 
 /** One run on a fresh server process: statelog, or the bare relay. */
 async function measure(side: 'statelog' | 'bare relay', db: string): Promise<RunResult> {
   const server = side === 'statelog' ? await startServer({ STATELOG_DB: db, STATELOG_SYNC: SYNC }) : await startServer({}, 'bench/fanout-bare-server.ts');
   try {
-    return await run(server);
+    const result: RunResult = await run(server);
+    if (side === 'statelog') result.groupCommit = await groupCommitLatency(server.base);
+    return result;
   } finally {
     await server.stop();
   }

@@ -121,6 +121,7 @@ export async function buildApp(config: Config): Promise<App> {
       notifier.publish(head);
       metrics.recordsWritten(records);
     },
+    onDurable: (elapsedMs) => metrics.groupCommitted(elapsedMs),
   });
   const shutdown = new AbortController();
   // Every open stream and long poll listens for shutdown: no leak at any count.

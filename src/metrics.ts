@@ -87,6 +87,13 @@ export class Metrics {
     help: 'Records this process appended to the log (sets and delete markers)',
     registers: [this.registry],
   });
+  /** The durable write path's latency, as etcd's etcd_disk_wal_fsync_duration_seconds shows the disk's. */
+  private readonly groupCommits = new Histogram({
+    name: 'statelog_group_commit_duration_seconds',
+    help: 'Time from a group commit starting to its writes being durable (SQLite: the transaction and its fsync; PostgreSQL: the transaction)',
+    buckets: [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096],
+    registers: [this.registry],
+  });
   private readonly streams = new Gauge({
     name: 'statelog_open_streams',
     help: 'Answers still streaming or waiting: SSE streams, long polls, snapshots',
@@ -151,6 +158,11 @@ export class Metrics {
   /** Fed from the write batcher's onCommit. */
   recordsWritten(count: number): void {
     this.written.inc(count);
+  }
+
+  /** Fed from the write batcher's onDurable. */
+  groupCommitted(elapsedMs: number): void {
+    this.groupCommits.observe(elapsedMs / 1000);
   }
 
   /**

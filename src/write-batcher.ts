@@ -20,6 +20,8 @@ export interface WriteBatcherOptions {
    * the head also moves with other nodes' commits).
    */
   onCommit?: (head: number, records: number) => void;
+  /** Called after each group that committed, with how long it took to be durable. */
+  onDurable?: (elapsedMs: number) => void;
   now?: () => number;
 }
 
@@ -31,6 +33,7 @@ export class WriteBatcher {
   /** Groups whose transaction is done, waiting to be durable (SQLite). */
   private readonly awaitingSync = new Set<Promise<void>>();
   private readonly onCommit: (head: number, records: number) => void;
+  private readonly onDurable: (elapsedMs: number) => void;
   private readonly now: () => number;
 
   constructor(
@@ -38,6 +41,7 @@ export class WriteBatcher {
     options: WriteBatcherOptions = {},
   ) {
     this.onCommit = options.onCommit ?? (() => {});
+    this.onDurable = options.onDurable ?? (() => {});
     this.now = options.now ?? Date.now;
   }
 
@@ -78,6 +82,7 @@ export class WriteBatcher {
     this.queue = [];
     let results: WriteResult[];
     let head: number;
+    const started = performance.now();
     try {
       const committing = this.store.commit(
         group.map((pending) => pending.request),
@@ -90,6 +95,7 @@ export class WriteBatcher {
       for (const pending of group) pending.reject(err);
       return;
     }
+    this.onDurable(performance.now() - started);
     if (!this.store.appliesBeforeReturning) head = this.store.position().head;
     const appended = results.reduce((sum, result) => sum + result.appended, 0);
     if (appended > 0) this.onCommit(head, appended);

@@ -142,6 +142,17 @@ describe('GET /metrics', () => {
     expect(value(later.families, 'statelog_records_written_total')).toBe(7);
   });
 
+  it('times each group commit until it is durable, refused writes included', async () => {
+    await Promise.all([1, 2, 3].map((n) => t.http.put(`/v1/keys/g${n}`).set(json).send({ value: n })));
+    await t.http.put('/v1/keys/g4').set(json).set('if-match', '"999"').send({ value: 4 });
+    const { families } = await scrape(t);
+    const [groups] = family(families, 'statelog_group_commit_duration_seconds', 'HISTOGRAM').metrics;
+    // The three concurrent PUTs share one group or more; the refused one commits alone.
+    expect(Number(groups?.count)).toBeGreaterThanOrEqual(2);
+    expect(Number(groups?.count)).toBeLessThanOrEqual(4);
+    expect(Number(groups?.sum)).toBeGreaterThan(0);
+  });
+
   it('does not count refused writes as written', async () => {
     await t.http.put('/v1/keys/a').set(json).send({ value: 1 });
     expect((await t.http.put('/v1/keys/a').set(json).set('if-none-match', '*').send({ value: 2 })).status).toBe(412);
