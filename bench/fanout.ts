@@ -1,28 +1,33 @@
-// npm run bench:fanout: 100 SSE subscribers on a real server process while a writer
-// commits 2,000 records/s (batches of 10 every 5 ms); reports the delivery latency
-// from commit (the record's ts, stamped by the server as it commits) to receipt by
-// each subscriber, p50/p99/max, for several runs (a fresh server each) and their
-// medians. Subscribers live in SUBSCRIBER_PROCS child processes so that parsing does
-// not delay receipt. Target: p99 <= 20 ms. Each run also measures, alternating with
-// statelog, a bare relay that stores nothing (bench/fanout-bare-server.ts): the floor
-// of this machine under the same writer and subscribers.
-// Options: SUBSCRIBERS, RATE, SECONDS, RUNS, SUBSCRIBER_PROCS, STATELOG_SYNC.
+// The fan-out figure (npm run bench:fanout, and part of npm run bench): 100 SSE
+// subscribers on a real server process while a writer commits 2,000 records/s (batches
+// of 10 every 5 ms); reports the delivery latency from commit (the record's ts, stamped
+// by the server as it commits) to receipt by each subscriber, p50/p99/max, for several
+// rounds (a fresh server each). Subscribers live in SUBSCRIBER_PROCS child processes so
+// that parsing does not delay receipt. Target: p99 <= 20 ms. Each round also measures,
+// alternating with statelog, a bare relay that stores nothing
+// (bench/fanout-bare-server.ts): the floor of this machine under the same writer and
+// subscribers.
+// Options (environment): SUBSCRIBERS, RATE, SECONDS, SUBSCRIBER_PROCS, STATELOG_SYNC.
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { median, saveResult, startServer, type ServerProcess } from './server-process.js';
+import { alternate, ratios, type Figure } from './figure.js';
+import { startServer, type ServerProcess } from './server-process.js';
 
-const SUBSCRIBERS = Number(process.env.SUBSCRIBERS ?? 100);
 const RATE = Number(process.env.RATE ?? 2000);
-const SECONDS = Number(process.env.SECONDS ?? 10);
-const RUNS = Number(process.env.RUNS ?? 3);
 const PROCS = Number(process.env.SUBSCRIBER_PROCS ?? 4);
 const SYNC = process.env.STATELOG_SYNC ?? 'full';
 const BATCH = 10;
 const TICK_MS = (1000 * BATCH) / RATE;
+
+interface Scale {
+  subscribers: number;
+  /** Seconds of writing a round. */
+  seconds: number;
+}
 
 interface Subscriber {
   child: ChildProcess;
@@ -64,11 +69,11 @@ function post(agent: http.Agent, base: string, body: string): Promise<number> {
   });
 }
 
-/** Commits RATE records/s for SECONDS; returns the head and the rate achieved. */
-async function write(base: string): Promise<{ head: number; records: number; seconds: number }> {
+/** Commits RATE records/s for `seconds`; returns the head and the rate achieved. */
+async function write(base: string, seconds: number): Promise<{ head: number; records: number; seconds: number }> {
   const agent = new http.Agent({ keepAlive: true });
   const started = performance.now();
-  const ticks = Math.round((SECONDS * 1000) / TICK_MS);
+  const ticks = Math.round((seconds * 1000) / TICK_MS);
   const pending = new Set<Promise<void>>();
   let head = 0;
   let records = 0;
@@ -103,15 +108,15 @@ function percentileOf(histogram: number[], p: number): number {
   return NaN;
 }
 
-async function run(server: ServerProcess) {
-  const perProc = Math.ceil(SUBSCRIBERS / PROCS);
+async function run(server: ServerProcess, scale: Scale) {
+  const perProc = Math.ceil(scale.subscribers / PROCS);
   const subscribers = Array.from({ length: PROCS }, (_, i) =>
-    startSubscribers(server.base, Math.min(perProc, SUBSCRIBERS - i * perProc)),
+    startSubscribers(server.base, Math.min(perProc, scale.subscribers - i * perProc)),
   );
   await Promise.all(subscribers.map((s) => s.next('ready')));
   const serverCpu = server.cpuSeconds();
   const writerCpu = process.cpuUsage();
-  const written = await write(server.base);
+  const written = await write(server.base, scale.seconds);
 
   // Every subscriber must receive every record.
   const deadline = Date.now() + 30_000;
@@ -138,8 +143,8 @@ async function run(server: ServerProcess) {
   const writer = process.cpuUsage(writerCpu);
   const histogram = reports[0]!.histogram.map((_, i) => reports.reduce((sum, r) => sum + r.histogram[i]!, 0));
   const received = reports.reduce((sum, r) => sum + r.received, 0);
-  if (received !== written.records * SUBSCRIBERS) {
-    throw new Error(`received ${received} records, expected ${written.records * SUBSCRIBERS}`);
+  if (received !== written.records * scale.subscribers) {
+    throw new Error(`received ${received} records, expected ${written.records * scale.subscribers}`);
   }
   return {
     records: written.records,
@@ -177,18 +182,19 @@ async function groupCommitLatency(base: string): Promise<{ groups: number; p50At
 
 type RunResult = Awaited<ReturnType<typeof run>> & { groupCommit?: Awaited<ReturnType<typeof groupCommitLatency>> };
 
-const describe = (side: string, result: RunResult): string =>
-  `${side}: ${result.writeRate} records/s to ${SUBSCRIBERS} subscribers, ` +
-  `latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms; ` +
+const describe = (result: RunResult): string =>
+  `${result.writeRate} records/s, latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms; ` +
   `CPU s server ${result.cpuSeconds.server}, subscribers ${result.cpuSeconds.subscribers}, ` +
   `writer ${result.cpuSeconds.writer}; load ${result.loadAverage.toFixed(1)}` +
   (result.groupCommit ? `; group commit to durable p50 <= ${result.groupCommit.p50AtMostMs} ms, p99 <= ${result.groupCommit.p99AtMostMs} ms` : '');
 
-/** One run on a fresh server process: statelog, or the bare relay. */
-async function measure(side: 'statelog' | 'bare relay', db: string): Promise<RunResult> {
+const SIDES = ['statelog', 'bare relay'] as const;
+
+/** One round on a fresh server process: statelog, or the bare relay. */
+async function measure(side: (typeof SIDES)[number], db: string, scale: Scale): Promise<RunResult> {
   const server = side === 'statelog' ? await startServer({ STATELOG_DB: db, STATELOG_SYNC: SYNC }) : await startServer({}, 'bench/fanout-bare-server.ts');
   try {
-    const result: RunResult = await run(server);
+    const result: RunResult = await run(server, scale);
     if (side === 'statelog') result.groupCommit = await groupCommitLatency(server.base);
     return result;
   } finally {
@@ -196,41 +202,42 @@ async function measure(side: 'statelog' | 'bare relay', db: string): Promise<Run
   }
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
-try {
-  const runs: { statelog: RunResult; bare: RunResult }[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    // The two sides alternate which goes first, as the machine's speed drifts.
-    const order = i % 2 === 0 ? (['statelog', 'bare relay'] as const) : (['bare relay', 'statelog'] as const);
-    const pair: Partial<{ statelog: RunResult; bare: RunResult }> = {};
-    for (const side of order) {
-      const result = await measure(side, join(dir, `run-${i}.db`));
-      pair[side === 'statelog' ? 'statelog' : 'bare'] = result;
-      console.log(`run ${i + 1}, ${describe(side, result)}`);
+export const fanoutFigure: Figure = {
+  name: 'fanout',
+  title: 'Change stream fan-out: SSE subscribers while writing 2,000 records/s, against a bare relay',
+  async run(settings) {
+    const scale: Scale = {
+      subscribers: Number(process.env.SUBSCRIBERS ?? (settings.smoke ? 10 : 100)),
+      seconds: Number(process.env.SECONDS ?? (settings.smoke ? 1 : 10)),
+    };
+    const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
+    try {
+      const rounds = await alternate(settings.rounds, SIDES, async (side, round) => {
+        const result = await measure(side, join(dir, `round-${round}.db`), scale);
+        settings.log(`round ${round + 1}, ${side}: ${describe(result)}`);
+        return result;
+      });
+      const statelog = rounds['statelog'];
+      const bare = rounds['bare relay'];
+      return {
+        scale:
+          `${scale.subscribers} subscribers in ${PROCS} processes, ${RATE} records/s (batches of ${BATCH}) for ${scale.seconds} s a round, ` +
+          `STATELOG_SYNC=${SYNC}; latency from the commit's timestamp to receipt; the bare relay (bench/fanout-bare-server.ts) stores and fsyncs nothing`,
+        settings: { subscribers: scale.subscribers, rate: RATE, batch: BATCH, seconds: scale.seconds, subscriberProcesses: PROCS, sync: SYNC },
+        metrics: [
+          { label: 'statelog delivery p50', unit: 'ms', values: statelog.map((r) => r.p50Ms) },
+          { label: 'statelog delivery p99', unit: 'ms', values: statelog.map((r) => r.p99Ms), target: { op: '<=', value: 20 } },
+          { label: 'bare relay delivery p50', unit: 'ms', values: bare.map((r) => r.p50Ms) },
+          { label: 'bare relay delivery p99', unit: 'ms', values: bare.map((r) => r.p99Ms) },
+          { label: 'ratio statelog / bare relay (p99)', unit: '×', values: ratios(statelog.map((r) => r.p99Ms), bare.map((r) => r.p99Ms)) },
+          { label: 'statelog group commit to durable, p99 at most', unit: 'ms', values: statelog.map((r) => r.groupCommit!.p99AtMostMs) },
+          { label: 'statelog server CPU a round', unit: 's', values: statelog.map((r) => r.cpuSeconds.server) },
+          { label: 'bare relay server CPU a round', unit: 's', values: bare.map((r) => r.cpuSeconds.server) },
+        ],
+        details: { statelog, bare },
+      };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
-    runs.push(pair as { statelog: RunResult; bare: RunResult });
-  }
-  const medianOf = (side: 'statelog' | 'bare', field: 'p50Ms' | 'p99Ms') => median(runs.map((r) => r[side][field]));
-  const result = {
-    bench: 'fanout',
-    at: new Date().toISOString(),
-    node: process.version,
-    settings: { subscribers: SUBSCRIBERS, rate: RATE, batch: BATCH, seconds: SECONDS, subscriberProcesses: PROCS, sync: SYNC },
-    baseline: 'bench/fanout-bare-server.ts: relays each POST to every stream at once, storing and fsyncing nothing',
-    runs: runs.map((r) => r.statelog),
-    bareRuns: runs.map((r) => r.bare),
-    median: { p50Ms: medianOf('statelog', 'p50Ms'), p99Ms: medianOf('statelog', 'p99Ms') },
-    bareMedian: { p50Ms: medianOf('bare', 'p50Ms'), p99Ms: medianOf('bare', 'p99Ms') },
-    /** statelog's p99 over the bare relay's, run by run. */
-    p99Ratio: median(runs.map((r) => r.statelog.p99Ms / r.bare.p99Ms)),
-    target: { p99Ms: 20 },
-  };
-  saveResult(SYNC === 'full' ? 'fanout' : `fanout-sync-${SYNC}`, result);
-  console.log(
-    `median of ${RUNS}: statelog p50 ${result.median.p50Ms} ms, p99 ${result.median.p99Ms} ms ` +
-      `(target <= 20: ${result.median.p99Ms <= 20 ? 'met' : 'MISSED'}); bare relay p50 ${result.bareMedian.p50Ms} ms, ` +
-      `p99 ${result.bareMedian.p99Ms} ms; p99 ratio ${result.p99Ratio.toFixed(2)} ×`,
-  );
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-}
+  },
+};

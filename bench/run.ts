@@ -25,6 +25,8 @@ const FIGURES: [string, () => Promise<Figure>][] = [
   ['batch', async () => (await import('./batch.js')).batchFigure],
   ['incr', async () => (await import('./incr.js')).incrFigure],
   ['peers', async () => (await import('./peers.js')).peersFigure],
+  ['snapshot', async () => (await import('./snapshot.js')).snapshotFigure],
+  ['fanout', async () => (await import('./fanout.js')).fanoutFigure],
   ['compact', async () => (await import('./compact.js')).compactFigure],
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
   ['postgres', async () => (await import('./postgres.js')).postgresFigure],

@@ -1,17 +1,15 @@
-// npm run bench:snapshot: a log of 1,000,000 live keys with small JSON values, loaded
-// by direct SQL, served by a real server process; a client in this process reads the
-// whole snapshot. Reports keys/s and the server's peak RSS growth over its idle RSS,
-// for several runs (a fresh server each) and their medians.
-// Targets: >= 400,000 keys/s and <= 64 MB growth. Options: KEYS, RUNS.
+// The snapshot figure (npm run bench:snapshot, and part of npm run bench): a log of
+// 1,000,000 live keys with small JSON values, loaded by direct SQL, served by a real
+// server process; a client in this process reads the whole snapshot. Reports keys/s and
+// the server's peak RSS growth over its idle RSS, for several rounds (a fresh server
+// each). Targets: >= 400,000 keys/s and <= 64 MB growth. Option (environment): KEYS.
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { seedLiveKeys } from '../test/seed-db.js';
-import { eachRun, mb, median, saveResult, type ServerProcess } from './server-process.js';
-
-const KEYS = Number(process.env.KEYS ?? 1_000_000);
-const RUNS = Number(process.env.RUNS ?? 3);
+import type { Figure } from './figure.js';
+import { eachRun, mb, type ServerProcess } from './server-process.js';
 
 interface Run {
   keys: number;
@@ -50,7 +48,7 @@ function readSnapshot(base: string): Promise<{ lines: number; bytes: number; las
   });
 }
 
-async function measure(server: ServerProcess): Promise<Run> {
+async function measure(server: ServerProcess, keys: number): Promise<Run> {
   // Warm up the code paths on a tiny snapshot, then settle.
   await new Promise<void>((resolve, reject) => {
     http.get(`${server.base}/v1/snapshot?prefix=warm-up`, (res) => res.resume().on('end', resolve)).on('error', reject);
@@ -69,14 +67,14 @@ async function measure(server: ServerProcess): Promise<Run> {
   peak = Math.max(peak, server.rss());
 
   const trailer = JSON.parse(last) as { end: boolean; count: number };
-  if (!trailer.end || trailer.count !== KEYS || lines !== KEYS + 1) {
+  if (!trailer.end || trailer.count !== keys || lines !== keys + 1) {
     throw new Error(`incomplete snapshot: ${lines} lines, trailer ${last}`);
   }
   return {
-    keys: KEYS,
+    keys,
     bytes,
     seconds: Math.round(seconds * 1000) / 1000,
-    keysPerSecond: Math.round(KEYS / seconds),
+    keysPerSecond: Math.round(keys / seconds),
     idleRssMb: mb(idle),
     peakRssGrowthMb: mb(peak - idle),
     clientCpuSeconds: Math.round((clientCpu.user + clientCpu.system) / 1000) / 1000,
@@ -84,40 +82,37 @@ async function measure(server: ServerProcess): Promise<Run> {
   };
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
-try {
-  const dbPath = join(dir, 'statelog.db');
-  const seeding = performance.now();
-  seedLiveKeys(dbPath, { count: KEYS, value: (i) => `{"n":${i},"name":"user ${i}","active":${i % 2 === 0}}` });
-  console.log(`loaded ${KEYS} keys in ${Math.round(performance.now() - seeding)} ms`);
-
-  const runs = await eachRun(
-    RUNS,
-    () => ({ STATELOG_DB: dbPath }),
-    measure,
-    (run) =>
-      `${run.keysPerSecond} keys/s (${run.seconds} s, ${mb(run.bytes)} MB), ` +
-      `peak RSS growth ${run.peakRssGrowthMb} MB, client CPU ${run.clientCpuSeconds} s; load ${run.loadAverage.toFixed(1)}`,
-  );
-
-  const result = {
-    bench: 'snapshot',
-    at: new Date().toISOString(),
-    node: process.version,
-    keys: KEYS,
-    runs,
-    median: {
-      keysPerSecond: median(runs.map((r) => r.keysPerSecond)),
-      peakRssGrowthMb: median(runs.map((r) => r.peakRssGrowthMb)),
-    },
-    targets: { keysPerSecond: 400_000, peakRssGrowthMb: 64 },
-  };
-  saveResult('snapshot', result);
-  const ok = (good: boolean): string => (good ? 'met' : 'MISSED');
-  console.log(
-    `median of ${RUNS}: ${result.median.keysPerSecond} keys/s (target >= 400000: ${ok(result.median.keysPerSecond >= 400_000)}), ` +
-      `peak RSS growth ${result.median.peakRssGrowthMb} MB (target <= 64: ${ok(result.median.peakRssGrowthMb <= 64)})`,
-  );
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-}
+export const snapshotFigure: Figure = {
+  name: 'snapshot',
+  title: 'Snapshot of 1,000,000 live keys read whole: keys/s and the server\'s RSS growth',
+  async run(settings) {
+    const keys = Number(process.env.KEYS ?? (settings.smoke ? 2_000 : 1_000_000));
+    const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
+    try {
+      const dbPath = join(dir, 'statelog.db');
+      const seeding = performance.now();
+      seedLiveKeys(dbPath, { count: keys, value: (i) => `{"n":${i},"name":"user ${i}","active":${i % 2 === 0}}` });
+      settings.log(`loaded ${keys} keys in ${Math.round(performance.now() - seeding)} ms`);
+      const runs = await eachRun(
+        settings.rounds,
+        () => ({ STATELOG_DB: dbPath }),
+        (server) => measure(server, keys),
+        (run) =>
+          `${run.keysPerSecond} keys/s (${run.seconds} s, ${mb(run.bytes)} MB), ` +
+          `peak RSS growth ${run.peakRssGrowthMb} MB, client CPU ${run.clientCpuSeconds} s; load ${run.loadAverage.toFixed(1)}`,
+      );
+      return {
+        scale: `${keys} live keys with values of about 45 bytes, read whole by one client; a fresh server each round`,
+        settings: { keys },
+        metrics: [
+          { label: 'snapshot read', unit: 'keys/s', values: runs.map((r) => r.keysPerSecond), target: { op: '>=', value: 400_000 } },
+          { label: 'server peak RSS growth', unit: 'MB', values: runs.map((r) => r.peakRssGrowthMb), target: { op: '<=', value: 64 } },
+          { label: 'server idle RSS', unit: 'MB', values: runs.map((r) => r.idleRssMb) },
+        ],
+        details: { runs },
+      };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};

@@ -78,9 +78,14 @@ export class ChangeStreamSource {
     }
   }
 
-  /** Gives the snapshot's connection and slot and the waiter's timer back; safe to call more than once. */
-  release(): void {
+  /** When the stream ends, however it ends: gives back all it holds; safe to call more than once. */
+  close(): void {
     this.waiter.close();
+    this.releaseSnapshot();
+  }
+
+  /** Gives the snapshot's connection and slot back; safe to call more than once. */
+  private releaseSnapshot(): void {
     const snapshot = this.options.snapshot;
     if (!snapshot) return;
     snapshot.reader.close();
@@ -90,7 +95,7 @@ export class ChangeStreamSource {
   private async snapshotChunk(reader: SnapshotReader): Promise<string> {
     const records = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
     if (records.length > 0) return records.map(snapshotEvent).join('');
-    this.release();
+    this.releaseSnapshot();
     this.position = reader.offset;
     this.phase = 'live';
     this.lastProgressAt = Date.now();

@@ -24,22 +24,28 @@ function runSuite(args: string[]): Promise<{ code: number | null; output: string
   });
 }
 
+/** Runs these figures in smoke mode; checks each ran without error and gave finite medians. */
+async function smoke(figures: string[]) {
+  const out = join(dir, `smoke-${figures.join('-')}.json`);
+  const { code, output } = await runSuite(['--smoke', '--only', figures.join(','), '--out', out]);
+  expect(code, output).toBe(0);
+  const results = JSON.parse(readFileSync(out, 'utf8')) as Results;
+  expect(results.figures.map((f) => f.name)).toEqual(figures);
+  for (const figure of results.figures) {
+    expect(figure.error, figure.name).toBeUndefined();
+    for (const metric of figure.metrics!) expect(Number.isFinite(metric.median), `${figure.name}: ${metric.label}`).toBe(true);
+  }
+  const metric = (figure: string, label: string) =>
+    results.figures.find((f) => f.name === figure)!.metrics!.find((m) => m.label.startsWith(label))!;
+  return { results, metric };
+}
+
 describe('npm run bench -- --smoke', () => {
   it('runs write, read and incr briefly and writes a results file the report renders', { timeout: 120_000 }, async () => {
-    const out = join(dir, 'smoke.json');
-    const { code, output } = await runSuite(['--smoke', '--only', 'write,read,incr', '--out', out]);
-    expect(code, output).toBe(0);
-    const results = JSON.parse(readFileSync(out, 'utf8')) as Results;
-    expect(results.figures.map((f) => f.name)).toEqual(['write', 'read', 'incr']);
+    const { results, metric } = await smoke(['write', 'read', 'incr']);
     expect(results.versions.node).toBe(process.version);
     expect(results.machine.cores).toBeGreaterThan(0);
-    for (const figure of results.figures) {
-      expect(figure.error, figure.name).toBeUndefined();
-      expect(figure.settings?.failedRequests, figure.name).toBe(0);
-      for (const metric of figure.metrics!) expect(Number.isFinite(metric.median), `${figure.name}: ${metric.label}`).toBe(true);
-    }
-    const metric = (figure: string, label: string) =>
-      results.figures.find((f) => f.name === figure)!.metrics!.find((m) => m.label.startsWith(label))!;
+    for (const figure of results.figures) expect(figure.settings?.failedRequests, figure.name).toBe(0);
     expect(metric('write', 'statelog PUT').median).toBeGreaterThan(0);
     expect(metric('read', 'ratio statelog / bare').median).toBeGreaterThan(0);
     expect(metric('incr', 'acknowledged increments').median).toBeGreaterThan(0);
@@ -50,6 +56,14 @@ describe('npm run bench -- --smoke', () => {
     const page = renderMarkdown(results, null);
     for (const figure of results.figures) expect(page).toContain(`### ${figure.title}`);
     expect(page).toContain('| write: ratio statelog / bare (req/s) |');
+  });
+
+  it('runs the snapshot and fan-out figures briefly, each subscriber receiving every record', { timeout: 120_000 }, async () => {
+    // The figures themselves throw unless the snapshot was whole and every subscriber got every record.
+    const { metric } = await smoke(['snapshot', 'fanout']);
+    expect(metric('snapshot', 'snapshot read').median).toBeGreaterThan(0);
+    expect(metric('fanout', 'statelog delivery p99').median).toBeGreaterThan(0);
+    expect(metric('fanout', 'bare relay delivery p99').median).toBeGreaterThan(0);
   });
 
   it('refuses an unknown figure name', async () => {
