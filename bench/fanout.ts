@@ -222,7 +222,8 @@ export const fanoutFigure: Figure = {
       return {
         scale:
           `${scale.subscribers} subscribers in ${PROCS} processes, ${RATE} records/s (batches of ${BATCH}) for ${scale.seconds} s a round, ` +
-          `STATELOG_SYNC=${SYNC}; latency from the commit's timestamp to receipt; the bare relay (bench/fanout-bare-server.ts) stores and fsyncs nothing`,
+          `STATELOG_SYNC=${SYNC}, LOG_LEVEL=info (200 access-log lines a second); latency from the commit's timestamp to receipt; ` +
+          'the bare relay (bench/fanout-bare-server.ts) stores and fsyncs nothing',
         settings: { subscribers: scale.subscribers, rate: RATE, batch: BATCH, seconds: scale.seconds, subscriberProcesses: PROCS, sync: SYNC },
         metrics: [
           { label: 'statelog delivery p50', unit: 'ms', values: statelog.map((r) => r.p50Ms) },
