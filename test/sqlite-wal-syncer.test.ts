@@ -10,18 +10,30 @@ import { MAX_IN_FLIGHT, WalSyncer } from '../src/store/wal-syncer.js';
 import { tempDir } from './helpers.js';
 import { write } from './store-helpers.js';
 
-/** A datasync that waits until the test lets it finish. */
+/**
+ * A datasync whose background fsyncs wait until the test lets them finish, and whose
+ * fsyncs on the event loop are counted (and fail while `nowFailure` is set).
+ */
 function heldDatasync() {
   const pending: { release(): void; fail(err: Error): void }[] = [];
-  return {
+  const held = {
     pending,
     calls: () => pending.length,
-    datasync: (_file: FileHandle) => new Promise<void>((resolve, reject) => pending.push({ release: resolve, fail: reject })),
+    nowCalls: 0,
+    nowFailure: null as Error | null,
+    datasync: {
+      inBackground: (_file: FileHandle) => new Promise<void>((resolve, reject) => pending.push({ release: resolve, fail: reject })),
+      now: (_fd: number) => {
+        held.nowCalls += 1;
+        if (held.nowFailure) throw held.nowFailure;
+      },
+    },
     /** Resolves once the n-th fsync has started (opening the file takes real I/O first). */
     async started(n: number): Promise<void> {
       await vi.waitFor(() => expect(pending.length).toBeGreaterThanOrEqual(n));
     },
   };
+  return held;
 }
 
 /** Lets every promise and I/O callback that can run, run. */
@@ -108,6 +120,53 @@ describe('WalSyncer', () => {
     expect(syncer.covers(3)).toBe(true);
   });
 
+  /** A syncer whose WAL is open: its first fsync (which opens the file) has ended. */
+  async function openSyncerAt(initialHead: number) {
+    const { held, head } = syncerAt(initialHead);
+    const first = syncer.through(initialHead);
+    await held.started(1);
+    held.pending[0]!.release();
+    await first;
+    return { held, head };
+  }
+
+  it('fsyncs a lone commit on the event loop when no fsync runs, before through() returns', async () => {
+    const { held, head } = await openSyncerAt(1);
+    head.value = 2;
+    const waiting = syncer.through(2, true);
+    // Already done, synchronously: no background fsync was started.
+    expect(held.nowCalls).toBe(1);
+    expect(syncer.covers(2)).toBe(true);
+    await waiting;
+    expect(held.calls()).toBe(1);
+  });
+
+  it('sends a lone commit to the thread pool while another fsync runs, and a group always', async () => {
+    const { held, head } = await openSyncerAt(1);
+    head.value = 2;
+    const group = syncer.through(2);
+    await held.started(2);
+    head.value = 3;
+    const lone = syncer.through(3, true);
+    await held.started(3);
+    expect(held.nowCalls).toBe(0);
+    held.pending[1]!.release();
+    held.pending[2]!.release();
+    await Promise.all([group, lone]);
+    expect(syncer.covers(3)).toBe(true);
+  });
+
+  it('fails a lone commit, and every later wait, when its fsync on the event loop fails', async () => {
+    const { held, head } = await openSyncerAt(1);
+    held.nowFailure = new Error('EIO: i/o error, fdatasync');
+    head.value = 2;
+    await expect(syncer.through(2, true)).rejects.toThrow(/fsync of the write-ahead log failed: EIO/);
+    expect(syncer.covers(2)).toBe(false);
+    head.value = 3;
+    await expect(syncer.through(3)).rejects.toThrow(/EIO/);
+    expect(held.calls()).toBe(1);
+  });
+
   it('fails every later wait once an fsync has failed', async () => {
     const { held, head } = syncerAt(2);
     const waiting = syncer.through(2);
@@ -122,11 +181,20 @@ describe('WalSyncer', () => {
 });
 
 describe('SqliteStore with STATELOG_SYNC=full', () => {
-  it('answers a write, and shows it to readers, only once its fsync has returned', async () => {
+  /** Runs `test` on a store whose fsyncs the test holds; closes it after. */
+  async function withHeldStore(test: (store: SqliteStore, held: ReturnType<typeof heldDatasync>) => Promise<void>): Promise<void> {
     const held = heldDatasync();
-    const dir = tempDir();
-    const store = new SqliteStore({ path: join(dir, 'statelog.db'), sync: 'full', idempotencyTtlMs: 60_000, datasync: held.datasync });
+    const store = new SqliteStore({ path: join(tempDir(), 'statelog.db'), sync: 'full', idempotencyTtlMs: 60_000, datasync: held.datasync });
     try {
+      await test(store, held);
+    } finally {
+      for (const p of held.pending) p.release();
+      await store.close();
+    }
+  }
+
+  it('answers a write, and shows it to readers, only once its fsync has returned', () =>
+    withHeldStore(async (store, held) => {
       // A fresh database: nothing was ever committed, so nothing to wait for.
       expect(await store.get('a')).toBeNull();
 
@@ -152,24 +220,34 @@ describe('SqliteStore with STATELOG_SYNC=full', () => {
       // Nothing new committed: reads answer at once, without another fsync.
       expect(await store.get('a')).toMatchObject({ offset: 1 });
       expect(held.calls()).toBe(1);
-    } finally {
-      for (const p of held.pending) p.release();
-      await store.close();
-    }
-  });
+    }));
 
-  it('refuses writes and fails the health check after a failed fsync', async () => {
-    const held = heldDatasync();
-    const store = new SqliteStore({ path: join(tempDir(), 'statelog.db'), sync: 'full', idempotencyTtlMs: 60_000, datasync: held.datasync });
-    try {
+  it('fsyncs a write of one request on the event loop once the WAL is open, a group of several on the thread pool', () =>
+    withHeldStore(async (store, held) => {
+      // The first fsync opens the WAL, off the event loop.
+      const first = write(store, [{ op: 'set', key: 'a', value: '1' }], Date.now());
+      await held.started(1);
+      held.pending[0]!.release();
+      await first;
+      expect(await write(store, [{ op: 'set', key: 'a', value: '2' }], Date.now())).toMatchObject({ ok: true });
+      expect([held.nowCalls, held.calls()]).toEqual([1, 1]);
+      const group = store.commit(
+        [1, 2].map((n) => ({ ops: [{ op: 'set' as const, key: `g${n}`, value: String(n) }], render: () => ({ status: 200, headers: {}, body: '' }) })),
+        Date.now(),
+      );
+      await held.started(2);
+      held.pending[1]!.release();
+      await group;
+      expect([held.nowCalls, held.calls()]).toEqual([1, 2]);
+    }));
+
+  it('refuses writes and fails the health check after a failed fsync', () =>
+    withHeldStore(async (store, held) => {
       const writing = write(store, [{ op: 'set', key: 'a', value: '1' }], Date.now());
       await held.started(1);
       held.pending[0]!.fail(new Error('EIO: i/o error'));
       await expect(writing).rejects.toThrow(/fsync of the write-ahead log failed/);
       await expect(write(store, [{ op: 'set', key: 'b', value: '1' }], Date.now())).rejects.toThrow(/EIO/);
       await expect(store.ping()).rejects.toThrow(/EIO/);
-    } finally {
-      await store.close();
-    }
-  });
+    }));
 });

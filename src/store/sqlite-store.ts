@@ -239,11 +239,11 @@ export class SqliteStore implements LogStore {
   /**
    * Waits until every commit up to `offset` is on disk: no reader sees a record, and no
    * writer an answer, that a power loss could still take back (an offset once seen is
-   * never reused for something else).
+   * never reused for something else). `alone`: a commit of one request (wal-syncer.ts).
    */
-  private durable(offset: number): Promise<void> | undefined {
+  private durable(offset: number, alone = false): Promise<void> | undefined {
     // No promise at all in the usual case: a read of durable data costs no extra tick.
-    return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset) : undefined;
+    return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset, alone) : undefined;
   }
 
   /**
@@ -275,7 +275,7 @@ export class SqliteStore implements LogStore {
       throw err;
     }
     // Refusals too: a 409 tells the current offset, which must not be taken back either.
-    await this.durable(this.meta.head);
+    await this.durable(this.meta.head, requests.length === 1);
     return results;
   }
 
