@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { FileHandle } from 'node:fs/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { MAX_IN_FLIGHT, WalSyncer } from '../src/store/wal-syncer.js';
+import { LOOP_FSYNC_MAX_MS, MAX_IN_FLIGHT, WalSyncer } from '../src/store/wal-syncer.js';
 import { tempDir } from './helpers.js';
 import { write } from './store-helpers.js';
 
@@ -21,10 +21,14 @@ function heldDatasync() {
     calls: () => pending.length,
     nowCalls: 0,
     nowFailure: null as Error | null,
+    /** How long an fsync on the event loop takes (it blocks, as a real one does). */
+    nowDelayMs: 0,
     datasync: {
       inBackground: (_file: FileHandle) => new Promise<void>((resolve, reject) => pending.push({ release: resolve, fail: reject })),
       now: (_fd: number) => {
         held.nowCalls += 1;
+        const until = performance.now() + held.nowDelayMs;
+        while (performance.now() < until);
         if (held.nowFailure) throw held.nowFailure;
       },
     },
@@ -133,7 +137,7 @@ describe('WalSyncer', () => {
   it('fsyncs a lone commit on the event loop when no fsync runs, before through() returns', async () => {
     const { held, head } = await openSyncerAt(1);
     head.value = 2;
-    const waiting = syncer.through(2, true);
+    const waiting = syncer.through(2, 'lone commit');
     // Already done, synchronously: no background fsync was started.
     expect(held.nowCalls).toBe(1);
     expect(syncer.covers(2)).toBe(true);
@@ -148,7 +152,7 @@ describe('WalSyncer', () => {
     const group = syncer.through(2);
     await held.started(2);
     head.value = 3;
-    const lone = syncer.through(3, true);
+    const lone = syncer.through(3, 'lone commit');
     // Covered at once, by an fsync that started after both commits; the group waiting on
     // the pool's fsync is answered too, without waiting for it to end.
     expect(held.nowCalls).toBe(1);
@@ -158,11 +162,34 @@ describe('WalSyncer', () => {
     held.pending[1]!.release();
   });
 
+  it('fsyncs a group commit on the event loop while those fsyncs are short, on the pool once they average more than LOOP_FSYNC_MAX_MS', async () => {
+    const { held, head } = await openSyncerAt(1);
+    head.value = 2;
+    await syncer.through(2, 'group commit');
+    expect([held.nowCalls, held.calls()]).toEqual([1, 1]);
+    // A slow disk: every fsync on the loop now takes longer than the limit.
+    held.nowDelayMs = LOOP_FSYNC_MAX_MS + 2;
+    for (let n = 0; n < 10; n++) {
+      head.value += 1;
+      await syncer.through(head.value, 'lone commit');
+    }
+    head.value += 1;
+    const group = syncer.through(head.value, 'group commit');
+    await held.started(2);
+    expect(held.nowCalls).toBe(11);
+    held.pending[1]!.release();
+    await group;
+    // A lone commit stays on the loop, keeping the average up to date.
+    head.value += 1;
+    await syncer.through(head.value, 'lone commit');
+    expect(held.nowCalls).toBe(12);
+  });
+
   it('fails a lone commit, and every later wait, when its fsync on the event loop fails', async () => {
     const { held, head } = await openSyncerAt(1);
     held.nowFailure = new Error('EIO: i/o error, fdatasync');
     head.value = 2;
-    await expect(syncer.through(2, true)).rejects.toThrow(/fsync of the write-ahead log failed: EIO/);
+    await expect(syncer.through(2, 'lone commit')).rejects.toThrow(/fsync of the write-ahead log failed: EIO/);
     expect(syncer.covers(2)).toBe(false);
     head.value = 3;
     await expect(syncer.through(3)).rejects.toThrow(/EIO/);
@@ -224,7 +251,7 @@ describe('SqliteStore with STATELOG_SYNC=full', () => {
       expect(held.calls()).toBe(1);
     }));
 
-  it('fsyncs a write of one request on the event loop once the WAL is open, a group of several on the thread pool', () =>
+  it('fsyncs a commit on the event loop once the WAL is open, whether of one request or several', () =>
     withHeldStore(async (store, held) => {
       // The first fsync opens the WAL, off the event loop.
       const first = write(store, [{ op: 'set', key: 'a', value: '1' }], Date.now());
@@ -233,14 +260,11 @@ describe('SqliteStore with STATELOG_SYNC=full', () => {
       await first;
       expect(await write(store, [{ op: 'set', key: 'a', value: '2' }], Date.now())).toMatchObject({ ok: true });
       expect([held.nowCalls, held.calls()]).toEqual([1, 1]);
-      const group = store.commit(
+      await store.commit(
         [1, 2].map((n) => ({ ops: [{ op: 'set' as const, key: `g${n}`, value: String(n) }], render: () => ({ status: 200, headers: {}, body: '' }) })),
         Date.now(),
       );
-      await held.started(2);
-      held.pending[1]!.release();
-      await group;
-      expect([held.nowCalls, held.calls()]).toEqual([1, 2]);
+      expect([held.nowCalls, held.calls()]).toEqual([2, 1]);
     }));
 
   it('refuses writes and fails the health check after a failed fsync', () =>

@@ -11,7 +11,7 @@ import { SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
 import { migrate } from './sqlite-migrations.js';
 import { SqliteSnapshot } from './sqlite-snapshot.js';
-import { WalSyncer } from './wal-syncer.js';
+import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { checkCondition, incremented, Refusal } from './write-rules.js';
 import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sqlite-sql.js';
 import type {
@@ -239,11 +239,12 @@ export class SqliteStore implements LogStore {
   /**
    * Waits until every commit up to `offset` is on disk: no reader sees a record, and no
    * writer an answer, that a power loss could still take back (an offset once seen is
-   * never reused for something else). `alone`: a commit of one request (wal-syncer.ts).
+   * never reused for something else). Commits are fsynced on the event loop while the
+   * disk is fast (wal-syncer.ts).
    */
-  private durable(offset: number, alone = false): Promise<void> | undefined {
+  private durable(offset: number, waiter: Waiter = 'reader'): Promise<void> | undefined {
     // No promise at all in the usual case: a read of durable data costs no extra tick.
-    return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset, alone) : undefined;
+    return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset, waiter) : undefined;
   }
 
   /**
@@ -275,7 +276,7 @@ export class SqliteStore implements LogStore {
       throw err;
     }
     // Refusals too: a 409 tells the current offset, which must not be taken back either.
-    await this.durable(this.meta.head, requests.length === 1);
+    await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
     return results;
   }
 

@@ -1,31 +1,39 @@
-// Durable commits without blocking the event loop. The database runs with
-// synchronous = NORMAL, so a commit writes its WAL frames but does not fsync them; with
-// STATELOG_SYNC=full the store then fdatasyncs the WAL file on libuv's thread pool, and
-// answers a write, or shows a reader anything it wrote, only once that has returned.
-// SQLite's recovery replays every WAL frame up to the last valid commit frame, so a
-// commit whose frames are on disk survives a power loss just as with synchronous = FULL;
-// the difference is that the event loop goes on parsing requests during the fsync
-// (a quarter of its time under load, measured by bench/profile.ts).
+// Durable commits. The database runs with synchronous = NORMAL, so a commit writes its
+// WAL frames but does not fsync them; with STATELOG_SYNC=full the store then
+// fdatasyncs the WAL file itself, and answers a write, or shows a reader anything it
+// wrote, only once that has returned. SQLite's recovery replays every WAL frame up to
+// the last valid commit frame, so a commit whose frames are on disk survives a power
+// loss just as with synchronous = FULL; the difference is that the fsync can run where
+// it costs least: on the event loop, or on libuv's thread pool while the event loop
+// goes on parsing requests.
 //
-// Up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one runs starts its
+// On the pool, up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one runs starts its
 // own at once instead of waiting for the running one to end: the device overlaps the
 // flushes (bench/fsync.ts measures it), so a group waits about one fsync, not up to two.
 // Each fsync covers every commit written before it started, whichever ends first; once
 // MAX_IN_FLIGHT run, the commits that land meanwhile share the next one.
 //
-// A lone commit (a group of one request) has nothing to overlap its fsync with, so it
-// fsyncs on the event loop at once, covering every commit so far, even while fsyncs
-// started earlier still run on the pool. The hops to the thread pool and back cost more
-// than the fsync itself on a busy machine: under the fan-out bench, fsyncs on the loop
-// took 0.7 ms (p99 3.8) and those on the pool 1.9 ms (p99 23); a lone writer (bench
-// write-c1) gets 1.6–2 × the PUTs a second this way, at half the p99. Under load the
-// groups are larger and go to the thread pool; a blocked loop only makes the next group
-// larger, and c = 10 and c = 50 measured the same either way.
+// A commit fsyncs on the event loop at once, covering every commit so far, while
+// this disk's fsyncs are short: the hops to the thread pool and back cost more than the
+// fsync itself on a busy machine. Under the fan-out bench, fsyncs on the loop took
+// 0.7 ms (p99 3.8) and those on the pool 1.9 ms (p99 23); with commits on the loop a
+// lone writer (bench write-c1) gets 1.6–2 × the PUTs a second, c = 10 about 1.3 × and
+// c = 50 about 1.2 × (alternating runs). A blocked loop only makes the next group
+// larger. Once the loop's fsyncs average more than LOOP_FSYNC_MAX_MS (a slow disk, whose
+// fsyncs would stall every read), groups of several requests go back to the pool; a
+// lone commit stays on the loop, and keeps the average up to date.
 import { fdatasyncSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 export const MAX_IN_FLIGHT = 2;
+/** The event loop's fsyncs may average this long before groups go back to the pool. */
+export const LOOP_FSYNC_MAX_MS = 2;
+/** Weight of the latest fsync in that average. */
+const LOOP_FSYNC_WEIGHT = 0.2;
+
+/** Who waits: a commit of one request, of several, or a reader (always on the pool). */
+export type Waiter = 'lone commit' | 'group commit' | 'reader';
 
 /** How the WAL is made durable: the defaults are fdatasync, off and on the event loop. */
 export interface Datasync {
@@ -61,8 +69,10 @@ export class WalSyncer {
   /** Resolved, and replaced, whenever an fsync ends, well or not. */
   private anyEnded = signal();
   private file: Promise<FileHandle> | null = null;
-  /** The WAL once open: a lone commit's fsync needs it at hand. */
+  /** The WAL once open: an fsync on the event loop needs it at hand. */
   private openFile: FileHandle | null = null;
+  /** The moving average of the event loop's fsyncs, in ms. */
+  private loopFsyncMs = 0;
   /** After a failed fsync nothing can be promised any more (the kernel may have dropped the pages). */
   private failure: Error | null = null;
 
@@ -76,13 +86,14 @@ export class WalSyncer {
 
   /**
    * Resolves once every commit up to `offset` is on disk; throws after a failed fsync.
-   * `alone`: the commit is a group of one request: it is fsynced on the event loop
-   * before this returns its promise.
+   * A commit is fsynced on the event loop, before this returns its promise, as the
+   * header says.
    */
-  async through(offset: number, alone = false): Promise<void> {
+  async through(offset: number, waiter: Waiter = 'reader'): Promise<void> {
     // Nothing beyond the latest commit can be waited for.
     offset = Math.min(offset, this.head());
-    if (alone && this.durable < offset && this.openFile && !this.failure) {
+    const onLoop = waiter === 'lone commit' || (waiter === 'group commit' && this.loopFsyncMs <= LOOP_FSYNC_MAX_MS);
+    if (onLoop && this.durable < offset && this.openFile && !this.failure) {
       this.syncNow(this.openFile);
     }
     while (this.durable < offset) {
@@ -139,7 +150,9 @@ export class WalSyncer {
   private syncNow(file: FileHandle): void {
     const target = this.head();
     try {
+      const started = performance.now();
       this.datasync.now(file.fd);
+      this.loopFsyncMs += LOOP_FSYNC_WEIGHT * (performance.now() - started - this.loopFsyncMs);
       this.durable = Math.max(this.durable, target);
     } catch (err) {
       this.fail(err);
