@@ -16,27 +16,6 @@ export class ChangeNotifier {
     for (const wake of waiters) wake();
   }
 
-  /**
-   * Resolves true on the next publish after the call, or false when `timeoutMs`
-   * passes or the signal aborts, whichever comes first.
-   */
-  next(timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
-    return new Promise((resolve) => {
-      if (signal?.aborted) return resolve(false);
-      const finish = (woken: boolean): void => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.waiters.delete(onPublish);
-        resolve(woken);
-      };
-      const onPublish = (): void => finish(true);
-      const onAbort = (): void => finish(false);
-      const timer = setTimeout(finish, timeoutMs, false);
-      this.waiters.add(onPublish);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
-  }
-
   /** Adds a wake-up for the next publish only; `cancel` takes it back. */
   wakeOnce(wake: () => void): void {
     this.waiters.add(wake);
@@ -52,10 +31,10 @@ export class ChangeNotifier {
 }
 
 /**
- * A reader that waits again and again for as long as it lives (a change stream). It
- * listens to its signal once and keeps its timer while the deadline is unchanged:
- * adding and removing them on every wait cost more than the rest of a delivery, with a
- * hundred streams woken by each commit (bench/fanout.ts).
+ * A reader that waits for commits, again and again for as long as it lives (a change
+ * stream, a long poll). It listens to its signal once and keeps its timer while the
+ * deadline is unchanged: adding and removing them on every wait cost more than the rest
+ * of a delivery, with a hundred streams woken by each commit (bench/fanout.ts).
  */
 export class RepeatedWaiter {
   private resolveWait: ((woken: boolean) => void) | null = null;

@@ -1,6 +1,7 @@
 // GET /v1/changes: a page of the log after an offset, as a long poll when `wait` is given.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, readFeed, type FeedPage } from '../change-feed.js';
+import { RepeatedWaiter } from '../change-notifier.js';
 import { checkPrefix } from '../key-rules.js';
 import { recordJson } from '../render.js';
 import { requestLifetime } from '../request-lifetime.js';
@@ -33,14 +34,16 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     let page = await readFeed(store, query);
     if (page.records.length === 0 && wait > 0) {
       const lifetime = requestLifetime(reply, lifecycle.shutdown);
+      const waiter = new RepeatedWaiter(notifier, lifetime.signal);
       const closed = metrics.openStream('long_poll');
       try {
         // Woken by every commit; commits of other prefixes just mean another look.
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
-          if (notifier.head <= page.head) await notifier.next(deadline - Date.now(), lifetime.signal);
+          if (notifier.head <= page.head) await waiter.wait(deadline);
           page = await readFeed(store, query);
         }
       } finally {
+        waiter.close();
         lifetime.dispose();
         closed();
       }

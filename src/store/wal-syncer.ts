@@ -7,9 +7,9 @@
 // it costs least: on the event loop, or on libuv's thread pool while the event loop
 // goes on parsing requests.
 //
-// On the pool, up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one runs starts its
-// own at once instead of waiting for the running one to end: the device overlaps the
-// flushes (bench/fsync.ts measures it), so a group waits about one fsync, not up to two.
+// On the pool, up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one
+// runs starts its own at once instead of waiting for the running one to end: the
+// device overlaps the flushes (bench/fsync.ts measures it), so a group waits about one fsync, not up to two.
 // Each fsync covers every commit written before it started, whichever ends first; once
 // MAX_IN_FLIGHT run, the commits that land meanwhile share the next one.
 //
@@ -39,7 +39,7 @@ export type Waiter = 'lone commit' | 'group commit' | 'reader';
 export interface Datasync {
   /** On the thread pool, while the event loop goes on. */
   inBackground(file: FileHandle): Promise<void>;
-  /** On the event loop, for a lone commit. */
+  /** On the event loop, for a commit while the disk is fast. */
   now(fd: number): void;
 }
 
@@ -157,8 +157,9 @@ export class WalSyncer {
     } catch (err) {
       this.fail(err);
     }
-    // Commits waiting on an fsync still running on the pool may be covered now.
-    this.wakeWaiters();
+    // Commits waiting on an fsync still running on the pool may be covered now (with
+    // none running, nobody waits).
+    if (this.running.size > 0) this.wakeWaiters();
   }
 
   private wakeWaiters(): void {
