@@ -3,7 +3,7 @@
 //   npm run bench -- --only read
 import type { Figure } from './figure.js';
 import { HttpClient } from './closed-loop.js';
-import { PUT_KEYS, failedRequests, randomKey, randomValue, versusBare, versusBareMetrics } from './write.js';
+import { PUT_KEYS, failedRequests, pairedSettings, randomKey, randomValue, versusBare, versusBareMetrics } from './write.js';
 
 /** Sets key user_0 .. user_{count-1} in batches of 1,000 (the most one batch holds). */
 export async function fillKeys(url: string, count: number): Promise<void> {
@@ -21,7 +21,8 @@ export async function fillKeys(url: string, count: number): Promise<void> {
 export const readFigure: Figure = {
   name: 'read',
   title: 'GET of a key, c = 50, against a bare fastify GET returning a constant',
-  async run(settings) {
+  async run(asked) {
+    const settings = pairedSettings(asked);
     const connections = 50;
     const runs = await versusBare(settings, connections, () => ({ method: 'GET', path: `/v1/keys/${randomKey()}` }), (statelog) => fillKeys(statelog.url, PUT_KEYS));
     return {

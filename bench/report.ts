@@ -126,6 +126,8 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     '```',
     '',
     `Settings of this run: ${results.settings.rounds} rounds, ${results.settings.seconds} s of load a side a round, ${results.settings.warmupSeconds} s warm-up a side.`,
+    'The ratios to the bare route (PUT, GET) run twice as many rounds, each half as long: the same',
+    'load, with the two sides of each pair closer together in time.',
     '',
     '## Figures',
     '',
