@@ -1,7 +1,9 @@
-// The SQLite store keeps the hottest live entries in memory for get(): a cached entry
-// must never outlive the key's next write, deletion, or a write that rolled back.
+// The SQLite store keeps the hottest live entries in memory, for get() and for a write's
+// look at a key's state: a cached entry must never outlive the key's next write,
+// deletion, or a write that rolled back.
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { WriteOp, WriteRequest } from '../src/store/log-store.js';
 import type { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from './helpers.js';
 import { write } from './store-helpers.js';
@@ -41,6 +43,50 @@ describe('the entry cache of get()', () => {
     expect(await store.get('a')).toBeNull();
     await write(store, [{ op: 'set', key: 'a', value: '4' }], now);
     expect(await store.get('a')).toMatchObject({ value: '4' });
+  });
+
+  it('takes back only the refused request of a group, whose earlier ops it had cached', async () => {
+    store = openSqliteStore(join(tempDir(), 'statelog.db'));
+    const answers: boolean[] = [];
+    const request = (ops: WriteOp[]): WriteRequest => ({
+      ops,
+      render(outcome) {
+        answers.push(outcome.ok);
+        return { status: outcome.ok ? 200 : 409, headers: {}, body: '' };
+      },
+    });
+    await store.commit(
+      [
+        request([{ op: 'set', key: 'a', value: '5' }]),
+        request([
+          { op: 'set', key: 'a', value: '6' },
+          { op: 'incr', key: 'a', by: 1 },
+          { op: 'set', key: 'b', value: '1', ifOffset: 99 },
+        ]),
+        request([{ op: 'incr', key: 'a', by: 10 }]),
+      ],
+      Date.now(),
+    );
+    expect(answers).toEqual([true, false, true]);
+    expect(await store.get('a')).toMatchObject({ value: '15', offset: 2 });
+    expect(await store.get('b')).toBeNull();
+  });
+
+  it('forgets every key of a group whose transaction rolled back', async () => {
+    store = openSqliteStore(join(tempDir(), 'statelog.db'));
+    await write(store, [{ op: 'set', key: 'a', value: '1' }]);
+    const failing: WriteRequest = {
+      ops: [{ op: 'set', key: 'b', value: '1' }],
+      render() {
+        throw new Error('rendering failed');
+      },
+    };
+    const plain: WriteRequest = { ops: [{ op: 'set', key: 'a', value: '2' }], render: () => ({ status: 200, headers: {}, body: '' }) };
+    await expect(store.commit([plain, failing], Date.now())).rejects.toThrow('rendering failed');
+    expect(await store.get('a')).toMatchObject({ value: '1', offset: 1 });
+    expect(await store.get('b')).toBeNull();
+    // The next write sees the state the database kept.
+    expect(await write(store, [{ op: 'incr', key: 'a', by: 1 }])).toMatchObject({ ok: true, applied: [{ offset: 2, value: 2 }] });
   });
 
   it('serves values too large to cache straight from the database', async () => {

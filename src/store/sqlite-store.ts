@@ -56,9 +56,11 @@ interface Meta {
 }
 
 /**
- * The hottest live entries, kept by get(): a read of a cached key skips SQLite. This
- * process is the file's only writer and every append evicts its key, so an entry here is
- * always the key's current one. Bounded by the characters of keys and values.
+ * The hottest live entries, kept by get() and by every append: a read of a cached key,
+ * and a write's look at its current state, skip SQLite. This process is the file's only
+ * writer, every append updates or evicts its key, and a rollback evicts the keys it took
+ * back, so an entry here is always the key's current one. Compaction never touches a
+ * live key's record. Bounded by the characters of keys and values.
  */
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
 
@@ -281,8 +283,9 @@ export class SqliteStore implements LogStore {
     try {
       results = this.applyGroup(requests, ts, now);
     } catch (err) {
-      // The whole transaction rolled back: so must the counters.
+      // The whole transaction rolled back: so must the counters and the cache.
       this.meta = before;
+      for (const request of requests) this.forget(request.ops);
       throw err;
     }
     // Refusals too: a 409 tells the current offset, which must not be taken back either.
@@ -321,6 +324,8 @@ export class SqliteStore implements LogStore {
     } catch (err) {
       if (!(err instanceof Refusal)) throw err;
       this.meta = saved;
+      // The savepoint took back the ops before the refused one.
+      if (request.ops.length > 1) this.forget(request.ops);
       answer = request.render({ ok: false, failure: err.failure });
     }
     if (idempotency) {
@@ -330,7 +335,9 @@ export class SqliteStore implements LogStore {
   }
 
   private applyOp(op: WriteOp, index: number, ts: number): AppliedOp {
-    const current = this.sql.stateOf.get(op.key) as StateRow | undefined;
+    // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
+    const cached = this.entries.get(op.key);
+    const current = cached ? { seq: cached.offset, live: 1 as const } : (this.sql.stateOf.get(op.key) as StateRow | undefined);
     const liveOffset = current?.live ? current.seq : null;
     checkCondition(op, liveOffset, index);
 
@@ -341,10 +348,16 @@ export class SqliteStore implements LogStore {
         if (liveOffset === null) throw new Refusal({ code: 'not_found', index });
         return { key: op.key, offset: this.append(op.key, null, ts, current) };
       case 'incr': {
-        const sum = incremented(op.by, liveOffset === null ? null : (this.sql.valueAt.get(liveOffset) as string), index);
+        const before = liveOffset === null ? null : (cached?.value ?? (this.sql.valueAt.get(liveOffset) as string));
+        const sum = incremented(op.by, before, index);
         return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), ts, current), value: sum };
       }
     }
+  }
+
+  /** Evicts the ops' keys after a rollback: the database, read next, has their state. */
+  private forget(ops: WriteOp[]): void {
+    for (const op of ops) this.entries.delete(op.key);
   }
 
   /** Appends a record (value null = delete marker) and moves the key's state to it. */
@@ -354,8 +367,9 @@ export class SqliteStore implements LogStore {
     const live = value === null ? 0 : 1;
     this.sql.append.run(seq, key, live ? 'set' : 'delete', value, ts);
     this.sql.setState.run(key, seq, live);
-    // Evicted, not updated: if the transaction rolls back, the old entry is still current.
-    this.entries.delete(key);
+    // The cache follows the transaction; what rolls back is evicted (forget()).
+    if (value !== null && key.length + value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(key, { key, value, offset: seq, ts });
+    else this.entries.delete(key);
     meta.head = seq;
     meta.records += 1;
     if (!current) meta.stateKeys += 1;
