@@ -66,7 +66,7 @@ async function statelogPeer(connections: number, sync: 'full' | 'normal'): Promi
     name: sync === 'full' ? 'statelog' : 'statelog (SYNC=normal)',
     fsync:
       sync === 'full'
-        ? 'yes: the SQLite WAL is fdatasynced (off the event loop) before each answer; one fsync serves every write committed since the last'
+        ? 'yes: the SQLite WAL is fdatasynced before each answer (on the event loop while the disk is fast); one fsync serves every write committed since the last'
         : 'no: STATELOG_SYNC=normal writes the WAL before answering but fsyncs only at checkpoints (survives a process crash, not a power loss), shown for a like-for-like look at NATS',
     put: async () => void (await client.expectOk(putRequest())),
     async stop() {

@@ -123,6 +123,7 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     'npm run bench:compact              # compaction at full size (10,000,000 records)',
     'npm run bench:recovery             # recovery at full size (100,000 keys × 100 versions)',
     'npm run bench:profile              # CPU profile of the compiled server under the c = 50 PUT load',
+    'npm run bench:versus -- --base REV # this build against a build of commit REV and the bare route, in turns',
     '```',
     '',
     `Settings of this run: ${results.settings.rounds} rounds, ${results.settings.seconds} s of load a side a round, ${results.settings.warmupSeconds} s warm-up a side.`,
