@@ -6,7 +6,7 @@ import { open } from 'node:fs/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { median, saveResult } from './server-process.js';
+import { median, saveResult } from './lib.js';
 
 const ROUNDS = Number(process.argv[2] ?? 3);
 const FSYNCS = 1000;

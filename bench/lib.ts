@@ -1,7 +1,7 @@
 // Shared pieces of the benchmarks: servers in child processes, cached pre-filled logs,
 // statistics and small helpers. Every bench script imports from here.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -200,6 +200,13 @@ export function summary(values: number[]): Summary {
 }
 
 export const round = (value: number, digits = 2) => Number(value.toFixed(digits));
+
+/** Writes bench/results/<name>.json (for the scripts that are not figures of the suite). */
+export function saveResult(name: string, result: object): void {
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, `${name}.json`), `${JSON.stringify(result, null, 2)}\n`);
+}
 
 export const secondsText = (ms: number) => (ms / 1000).toFixed(1);
 

@@ -1,7 +1,7 @@
 // The statelog server as a child process for the benchmarks, started exactly as in
 // production (src/server.ts), with its resident memory read from /proc.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { processSeconds } from './cpu-share.js';
 
@@ -54,15 +54,6 @@ export async function startServer(env: Record<string, string>, entry = 'src/serv
   };
 }
 
-export function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-export function median(values: number[]): number {
-  return percentile([...values].sort((a, b) => a - b), 50);
-}
-
 export const mb = (bytes: number): number => Math.round((bytes / (1024 * 1024)) * 10) / 10;
 
 /** Measures `count` times, each on a fresh server process, printing one line a run. */
@@ -84,11 +75,4 @@ export async function eachRun<T>(
     }
   }
   return results;
-}
-
-/** Writes bench/results/<name>.json. */
-export function saveResult(name: string, result: object): void {
-  const dir = new URL('./results/', import.meta.url);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(new URL(`${name}.json`, dir), `${JSON.stringify(result, null, 2)}\n`);
 }

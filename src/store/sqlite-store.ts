@@ -200,7 +200,7 @@ export class SqliteStore implements LogStore {
     let entry = this.entries.get(key) ?? null;
     if (!entry) {
       entry = (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
-      if (entry && entry.key.length + entry.value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(key, entry);
+      if (entry) this.cache(entry);
     }
     // Absence may be a delete not yet on disk: only the head bounds it.
     await this.durable(entry?.offset ?? this.meta.head);
@@ -355,6 +355,12 @@ export class SqliteStore implements LogStore {
     }
   }
 
+  /** Keeps a key's live entry, or drops the key's old one when the entry is too large to keep. */
+  private cache(entry: StoredEntry): void {
+    if (entry.key.length + entry.value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(entry.key, entry);
+    else this.entries.delete(entry.key);
+  }
+
   /** Evicts the ops' keys after a rollback: the database, read next, has their state. */
   private forget(ops: WriteOp[]): void {
     for (const op of ops) this.entries.delete(op.key);
@@ -368,8 +374,8 @@ export class SqliteStore implements LogStore {
     this.sql.append.run(seq, key, live ? 'set' : 'delete', value, ts);
     this.sql.setState.run(key, seq, live);
     // The cache follows the transaction; what rolls back is evicted (forget()).
-    if (value !== null && key.length + value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(key, { key, value, offset: seq, ts });
-    else this.entries.delete(key);
+    if (value === null) this.entries.delete(key);
+    else this.cache({ key, value, offset: seq, ts });
     meta.head = seq;
     meta.records += 1;
     if (!current) meta.stateKeys += 1;

@@ -8,10 +8,10 @@
 // goes on parsing requests.
 //
 // On the pool, up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one
-// runs starts its own at once instead of waiting for the running one to end: the
-// device overlaps the flushes (bench/fsync.ts measures it), so a group waits about one fsync, not up to two.
-// Each fsync covers every commit written before it started, whichever ends first; once
-// MAX_IN_FLIGHT run, the commits that land meanwhile share the next one.
+// runs starts its own at once instead of waiting for the running one to end: the device
+// overlaps the flushes (bench/fsync.ts measures it), so a group waits about one fsync,
+// not up to two. Each fsync covers every commit written before it started, whichever
+// ends first; once MAX_IN_FLIGHT run, the commits that land meanwhile share the next one.
 //
 // A commit fsyncs on the event loop at once, covering every commit so far, while
 // this disk's fsyncs are short: the hops to the thread pool and back cost more than the
