@@ -19,6 +19,7 @@ const STORE_FREE = [
   'test/config.test.ts',
   'test/bench-smoke.test.ts',
   'test/tail-pages.test.ts',
+  'test/lint-boundaries.test.ts', // reads eslint.config.js, no store
   // The command-line client speaks HTTP only (its backup and restore are SQLite's): the
   // API it calls is tested on both stores elsewhere, and each of its steps starts a
   // process, half a minute of the suite a store.

@@ -61,7 +61,7 @@ function areaOf(frame: Frame, caller: Frame | null): string | null {
   if (name === '(idle)') return 'idle: the event loop waiting for sockets';
   if (name === '(garbage collector)') return 'garbage collection';
   if (name === '(program)') return 'V8 and native code outside JS frames';
-  if (name === 'sqliteTransaction' && caller && own(caller, 'store/sqlite-store.js') && caller.functionName === 'commit') {
+  if (name === 'sqliteTransaction' && caller && own(caller, 'store/sqlite/store.js') && caller.functionName === 'commit') {
     return 'group commit: BEGIN and COMMIT of the group (WAL write; the fsync runs on the thread pool)';
   }
   if (url.includes('/dist/store/') || inPackage(frame, 'better-sqlite3')) return 'group commit: the group\'s statements (INSERT, UPSERT, SAVEPOINT a request) and answers';

@@ -13,14 +13,14 @@ import Fastify, {
 } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import secureJson from 'secure-json-parse';
-import { Authenticator } from './auth.js';
+import { Authenticator } from './http/auth.js';
 import type { Config } from './config.js';
-import { ChangeNotifier } from './change-notifier.js';
-import { Compactor, compactionSettings } from './compactor.js';
-import { ApiError } from './errors.js';
-import { clientErrorHandler, errorHandler, notFoundHandler } from './error-handler.js';
+import { ChangeNotifier } from './feed/change-notifier.js';
+import { Compactor, compactionSettings } from './compaction/compactor.js';
+import { ApiError } from './contract/errors.js';
+import { clientErrorHandler, errorHandler, notFoundHandler } from './http/error-handler.js';
 import { Metrics } from './metrics.js';
-import { registerOverload } from './overload.js';
+import { registerOverload } from './http/overload.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
 import { adminRoutes } from './routes/admin.js';
@@ -30,10 +30,10 @@ import { recordRoutes } from './routes/records.js';
 import { snapshotRoutes } from './routes/snapshot.js';
 import { uiRoutes } from './routes/ui.js';
 import type { AppServices, Lifecycle } from './services.js';
-import { trackConnections } from './silent-connections.js';
-import { SnapshotSlots } from './snapshot-slots.js';
+import { trackConnections } from './http/silent-connections.js';
+import { SnapshotSlots } from './feed/snapshot-slots.js';
 import { openStore } from './store/open-store.js';
-import { WriteBatcher } from './write-batcher.js';
+import { WriteBatcher } from './writes/write-batcher.js';
 
 /** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
 export interface RouteEntry {

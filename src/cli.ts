@@ -9,7 +9,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { StatelogClient, StatelogError } from './client/index.js';
 import { readEvents } from './client/sse.js';
-import { backupDatabase, restoreDatabase } from './backup.js';
+import { backupDatabase, restoreDatabase } from './store/sqlite/backup.js';
 
 const program = new Command('statelog')
   .description('statelog: a key-value state service backed by a compacted log')

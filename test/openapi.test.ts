@@ -1,6 +1,6 @@
 // openapi.yaml against the code: the document is valid OpenAPI 3.1 and its schemas
 // compile; it lists exactly the routes the app registers; its request schemas accept
-// what the server accepts; it documents auth as src/auth.ts applies it; and real
+// what the server accepts; it documents auth as src/http/auth.ts applies it; and real
 // answers, for every documented status of every route, match it
 // (test/support/openapi-responses.ts): ordinary requests, then with tokens, while the
 // event loop is saturated, with readers that stop reading, while shutting down and when
@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import supertest, { type Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requiredRole } from '../src/auth.js';
+import { requiredRole } from '../src/http/auth.js';
 import type { Role } from '../src/config.js';
 import { json, startApp, type TestApp } from './helpers.js';
 import { baseUrl, SseClient, untilStalled } from './stream-clients.js';
@@ -704,7 +704,7 @@ async function exercise(t: Caller, route: string, send: (t: Caller) => PromiseLi
   return verify(route, await send(t), status, code);
 }
 
-/** The role a documented operation needs, as src/auth.ts decides it (null: none). */
+/** The role a documented operation needs, as src/http/auth.ts decides it (null: none). */
 function roleFor(route: string): Role | null {
   const [method, template] = route.split(' ') as [string, string];
   return requiredRole(method, template.replace(/\{(\w+)\}/g, ':$1'), template);
@@ -745,7 +745,7 @@ describe('openapi.yaml', () => {
     }
   });
 
-  it('documents auth as src/auth.ts applies it: 401 where a token is needed, 403 where a lower role exists', () => {
+  it('documents auth as src/http/auth.ts applies it: 401 where a token is needed, 403 where a lower role exists', () => {
     const document = loadOpenApi();
     const statuses = new Set(documentedResponses());
     for (const route of documentedRoutes()) {

@@ -1,12 +1,12 @@
 // /v1/keys: read, write, delete and list single keys.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ApiError } from '../errors.js';
-import { checkKey, checkPrefix } from '../key-rules.js';
-import { etag, notModified, writeCondition } from '../preconditions.js';
-import { entryJson, failureAnswer, jsonAnswer } from '../render.js';
-import { deleteKeySchema, getKeySchema, listKeysSchema, putKeySchema } from '../schemas.js';
+import { ApiError } from '../contract/errors.js';
+import { checkKey, checkPrefix } from '../contract/key-rules.js';
+import { etag, notModified, writeCondition } from '../http/preconditions.js';
+import { entryJson, failureAnswer, jsonAnswer } from '../contract/render.js';
+import { deleteKeySchema, getKeySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import { sendJsonText, submitWrite, valueText } from '../write-request.js';
+import { sendJsonText, submitWrite, valueText } from '../writes/write-request.js';
 
 /**
  * A listing page stops early past this much JSON (at least one item is always sent):

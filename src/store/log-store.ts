@@ -1,5 +1,5 @@
 // The store interface that the HTTP layer, the write batcher and the compactor use.
-// SQL lives only in the implementations (sqlite-store.ts, later a PostgreSQL one).
+// SQL lives only in the implementations (sqlite/ and postgres/).
 // Values cross this boundary as JSON text, so reads can be streamed without
 // parsing and re-serialising every value.
 

@@ -3,7 +3,7 @@
 // notification can be lost (the listening connection breaks and reconnects), so the
 // meta row is also read periodically: a lost notification only delays a wake-up.
 import pg from 'pg';
-import { CHANGES_CHANNEL } from './pg-sql.js';
+import { CHANGES_CHANNEL } from './sql.js';
 
 export interface HeadWatchOptions {
   /** This node's id in notification payloads: its own commits are not news. */

@@ -6,14 +6,14 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
-import type { SyncMode } from '../config.js';
-import { SqliteCheckpointer } from './sqlite-checkpointer.js';
-import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './sqlite-compaction.js';
-import { migrate } from './sqlite-migrations.js';
-import { SqliteSnapshot } from './sqlite-snapshot.js';
+import type { SyncMode } from '../../config.js';
+import { SqliteCheckpointer } from './checkpointer.js';
+import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './compaction.js';
+import { migrate } from './migrations.js';
+import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
-import { checkCondition, incremented, Refusal } from './write-rules.js';
-import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sqlite-sql.js';
+import { checkCondition, incremented, Refusal } from '../write-rules.js';
+import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
 import type {
   AppliedOp,
   Answer,
@@ -33,7 +33,7 @@ import type {
   WriteOp,
   WriteRequest,
   WriteResult,
-} from './log-store.js';
+} from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;

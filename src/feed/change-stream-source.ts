@@ -2,10 +2,10 @@
 // an optional snapshot phase, then records read from the log by offset for ever.
 import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
-import { ApiError } from './errors.js';
-import { recordJson } from './render.js';
-import { sseComment, sseEvent, sseRetry } from './sse.js';
-import type { SnapshotReader, StoredRecord } from './store/log-store.js';
+import { ApiError } from '../contract/errors.js';
+import { recordJson } from '../contract/render.js';
+import { sseComment, sseEvent, sseRetry } from '../http/sse.js';
+import type { SnapshotReader, StoredRecord } from '../store/log-store.js';
 import type { TailPages } from './tail-pages.js';
 
 /**

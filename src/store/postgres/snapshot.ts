@@ -5,9 +5,9 @@
 // stops at its size bound before reading the values it leaves out; writers are never
 // blocked (MVCC).
 import type pg from 'pg';
-import { entryJson, recordJson } from '../render.js';
-import type { SnapshotReader, SnapshotShape, StoredEntry } from './log-store.js';
-import { prefixUpperBound, SNAPSHOT_PAGE_SQL } from './pg-sql.js';
+import { entryJson, recordJson } from '../../contract/render.js';
+import type { SnapshotReader, SnapshotShape, StoredEntry } from '../log-store.js';
+import { prefixUpperBound, SNAPSHOT_PAGE_SQL } from './sql.js';
 
 interface EntryRow {
   key: string;

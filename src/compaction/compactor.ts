@@ -2,8 +2,8 @@
 // demand (POST /v1/admin/compact), and drives each run step by step, yielding to the
 // event loop between steps so that writes keep flowing. A failed run is logged,
 // counted and retried at the next period; it never takes the server down.
-import type { Config } from './config.js';
-import type { CompactionBacklog, CompactionBudget, CompactionPass, LogStore } from './store/log-store.js';
+import type { Config } from '../config.js';
+import type { CompactionBacklog, CompactionBudget, CompactionPass, LogStore } from '../store/log-store.js';
 
 export type CompactionTrigger = 'dirty_ratio' | 'max_lag' | 'admin';
 

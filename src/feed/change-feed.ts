@@ -1,8 +1,8 @@
 // Reading changes as a reader at offset `after` sees them: one page of the log with the
 // `next` offset to continue from, or a 410 when the reader must start over. Shared by
 // the long poll and the event stream, which must agree exactly.
-import { ApiError } from './errors.js';
-import type { LogStore, StoredRecord } from './store/log-store.js';
+import { ApiError } from '../contract/errors.js';
+import type { LogStore, StoredRecord } from '../store/log-store.js';
 
 export interface FeedPage {
   records: StoredRecord[];

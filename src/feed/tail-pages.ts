@@ -3,7 +3,7 @@
 // rendering instead of a hundred. Still a read of the log, only memoised for as long
 // as the head is unchanged.
 import { checkReader, readFeed, type FeedPage } from './change-feed.js';
-import type { LogStore, StoredRecord } from './store/log-store.js';
+import type { LogStore, StoredRecord } from '../store/log-store.js';
 
 /** Readers far behind are at offsets of their own: the pages kept per head are few. */
 const MAX_PAGES = 64;

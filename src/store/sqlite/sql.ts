@@ -1,5 +1,5 @@
 // SQL shared by the store's connections.
-import type { Op, SnapshotShape, StoredRecord } from './log-store.js';
+import type { Op, SnapshotShape, StoredRecord } from '../log-store.js';
 
 /**
  * The exclusive upper bound of keys that start with `prefix`, in byte order: the

@@ -3,11 +3,11 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
-import { listMigrations, MigrationError } from './migration-files.js';
+import { listMigrations, MigrationError } from '../migration-files.js';
 
 export { listMigrations, MigrationError };
 
-export const SQLITE_MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/sqlite/', import.meta.url));
+export const SQLITE_MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/sqlite/', import.meta.url));
 
 /** Returns the versions it applied. */
 export function migrate(db: Database.Database, dir = SQLITE_MIGRATIONS_DIR): number[] {

@@ -4,8 +4,8 @@
 // every sample interval; its answer is replaced by the contract's error body.
 import underPressure from '@fastify/under-pressure';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Config } from './config.js';
-import { ApiError } from './errors.js';
+import type { Config } from '../config.js';
+import { ApiError } from '../contract/errors.js';
 
 /**
  * Still answered under load: liveness (a slow process is not a dead one, and restarting

@@ -1,5 +1,5 @@
 // Server-Sent Events framing (https://html.spec.whatwg.org/multipage/server-sent-events.html).
-import { ApiError } from './errors.js';
+import { ApiError } from '../contract/errors.js';
 
 /** One event. Each line of `data` becomes its own `data:` field, as the format requires. */
 export function sseEvent(event: string, data: string, id?: number): string {

@@ -5,9 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { listMigrations, MigrationError } from './migration-files.js';
+import { listMigrations, MigrationError } from '../migration-files.js';
 
-export const PG_MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/postgres/', import.meta.url));
+export const PG_MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/postgres/', import.meta.url));
 
 /** Advisory lock keys (two int4 keys: statelog's namespace, then the purpose). */
 export const LOCK_NAMESPACE = 0x57a7e106;

@@ -6,8 +6,8 @@
 // followed by a rest, so that the run never takes more than about half of it.
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import type { CompactionBudget, CompactionPass, CompactionPolicy } from './log-store.js';
-import type { SqliteCheckpointer } from './sqlite-checkpointer.js';
+import type { CompactionBudget, CompactionPass, CompactionPolicy } from '../log-store.js';
+import type { SqliteCheckpointer } from './checkpointer.js';
 
 /** What the run needs from the store that owns the connection and the counters. */
 export interface CompactionHost {

@@ -1,7 +1,7 @@
 // Idempotency-Key handling: the header's rules and the request fingerprint. The answer
 // itself is remembered by the store, in the same transaction as the write it answers.
 import { createHash } from 'node:crypto';
-import { ApiError } from './errors.js';
+import { ApiError } from '../contract/errors.js';
 
 const VISIBLE_ASCII = /^[\x21-\x7e]{1,255}$/;
 

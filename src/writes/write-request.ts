@@ -1,9 +1,9 @@
 // Turns an HTTP write into a request for the group committer and sends its answer.
 // Shared by PUT and DELETE /v1/keys/{key} and POST /v1/records.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from './errors.js';
+import { ApiError } from '../contract/errors.js';
 import { fingerprint, idempotencyKey } from './idempotency.js';
-import type { Answer, WriteOp, WriteOutcome } from './store/log-store.js';
+import type { Answer, WriteOp, WriteOutcome } from '../store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
 
 /** True when a parsed JSON value holds ±Infinity (what JSON.parse makes of 1e400). */

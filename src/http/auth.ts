@@ -5,8 +5,8 @@
 // closed, not open.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import type { Role } from './config.js';
-import { ApiError } from './errors.js';
+import type { Role } from '../config.js';
+import { ApiError } from '../contract/errors.js';
 
 const RANK: Record<Role, number> = { read: 0, write: 1, admin: 2 };
 

@@ -1,7 +1,7 @@
 // At most STATELOG_MAX_SNAPSHOTS snapshots stream at once: each holds a read
 // transaction on its own connection (and holds back WAL checkpoints) until it ends.
-import { ApiError } from './errors.js';
-import type { LogStore, SnapshotReader } from './store/log-store.js';
+import { ApiError } from '../contract/errors.js';
+import type { LogStore, SnapshotReader } from '../store/log-store.js';
 
 /** Seconds a refused client is asked to wait; a snapshot usually ends within seconds. */
 const RETRY_AFTER_SECONDS = 1;

@@ -14,8 +14,8 @@
 // commit: four round trips).
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import type { SyncMode } from '../config.js';
-import { conditionsOnOwnOffsets, groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from './group-plan.js';
+import type { SyncMode } from '../../config.js';
+import { conditionsOnOwnOffsets, groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from '../group-plan.js';
 import type {
   ChangesPage,
   ChangesQuery,
@@ -31,11 +31,11 @@ import type {
   CompactionBacklog,
   CompactionBudget,
   CompactionPolicy,
-} from './log-store.js';
-import { PgCompactionPass } from './pg-compaction.js';
-import { HeadWatch } from './pg-head-watch.js';
-import { migratePostgres } from './pg-migrations.js';
-import { PgSnapshot } from './pg-snapshot.js';
+} from '../log-store.js';
+import { PgCompactionPass } from './compaction.js';
+import { HeadWatch } from './head-watch.js';
+import { migratePostgres } from './migrations.js';
+import { PgSnapshot } from './snapshot.js';
 import {
   APPEND_SQL,
   BEGIN_AND_LOCK_SQL,
@@ -49,7 +49,7 @@ import {
   PURGE_SQL,
   pgTypes,
   prefixUpperBound,
-} from './pg-sql.js';
+} from './sql.js';
 
 /** How long a node waits for a new connection to the database. */
 const CONNECT_TIMEOUT_MS = 10_000;

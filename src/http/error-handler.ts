@@ -3,8 +3,8 @@
 import { STATUS_CODES as HTTP_REASONS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, databaseUnavailable, type ErrorCode } from './errors.js';
-import { isStoreUnavailable } from './store/unavailable.js';
+import { ApiError, databaseUnavailable, type ErrorCode } from '../contract/errors.js';
+import { isStoreUnavailable } from '../store/unavailable.js';
 
 /** fastify's own errors, by code, as the contract's codes. */
 const FASTIFY_CODES: Record<string, ErrorCode> = {

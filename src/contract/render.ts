@@ -1,7 +1,7 @@
 // JSON text for entries, records and write answers. Values are stored as JSON text,
 // so answers are assembled around them instead of parsing and re-serialising.
 import { ApiError, type ErrorCode, type ErrorDetails } from './errors.js';
-import type { Answer, StoredEntry, StoredRecord, WriteFailure } from './store/log-store.js';
+import type { Answer, StoredEntry, StoredRecord, WriteFailure } from '../store/log-store.js';
 
 export function entryJson(entry: StoredEntry): string {
   return `{"key":${JSON.stringify(entry.key)},"value":${entry.value},"offset":${entry.offset},"ts":${entry.ts}}`;

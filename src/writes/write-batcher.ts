@@ -5,7 +5,7 @@
 // store (PostgreSQL), new requests wait for the next group; on SQLite the transaction
 // is done when commit() returns, so the next group commits while this one waits for its
 // fsync, and one fsync serves every group committed before it started (wal-syncer.ts).
-import type { LogStore, WriteRequest, WriteResult } from './store/log-store.js';
+import type { LogStore, WriteRequest, WriteResult } from '../store/log-store.js';
 
 interface Pending {
   request: WriteRequest;

@@ -1,8 +1,8 @@
 // A snapshot on its own read-only connection: in WAL mode a read transaction is a
 // true point-in-time view, so the writer keeps committing while pages are pulled.
 import Database from 'better-sqlite3';
-import type { SnapshotReader, SnapshotShape } from './log-store.js';
-import { liveEntriesParams, liveJsonSql, takePage } from './sqlite-sql.js';
+import type { SnapshotReader, SnapshotShape } from '../log-store.js';
+import { liveEntriesParams, liveJsonSql, takePage } from './sql.js';
 
 const sameText = (text: string): string => text;
 const textLength = (text: string): number => text.length;

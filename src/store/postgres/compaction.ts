@@ -4,14 +4,14 @@
 // a node that cannot take it runs nothing and waits for the other node's run to end
 // (its answer then reflects that run). Each removal step is one transaction that first
 // locks the meta row, as writes do, so a step never races a write and the counters stay
-// exact. The rules are those of the SQLite pass (sqlite-compaction.ts on the compactor
+// exact. The rules are those of the SQLite pass (sqlite/compaction.ts on the compactor
 // branch): keep each key's latest record, remove every record that a record within the
 // cutoff superseded, keep the last record within the cutoff of a key written after it,
 // and remove expired delete markers that are their key's latest record (raising the
 // horizon). Space comes back through autovacuum (settings in migrations/postgres).
 import type pg from 'pg';
-import type { CompactionBudget, CompactionPass, CompactionPolicy } from './log-store.js';
-import { LOCK_NAMESPACE } from './pg-migrations.js';
+import type { CompactionBudget, CompactionPass, CompactionPolicy } from '../log-store.js';
+import { LOCK_NAMESPACE } from './migrations.js';
 
 export const COMPACTION_LOCK = 2;
 /** Rows per chunk: each chunk costs two round trips, so chunks are larger than SQLite's. */

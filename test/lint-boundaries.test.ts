@@ -1,0 +1,36 @@
+// The import boundaries between the parts are enforced by lint (eslint.config.js): a
+// breach in each part fails, and the imports each part is allowed pass.
+import { ESLint } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+const eslint = new ESLint();
+
+async function breaches(filePath: string, code: string): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath });
+  return result!.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message);
+}
+
+describe('import boundaries', () => {
+  it.each([
+    ['src/client/client.ts', "import { ApiError } from '../http/error-handler.js';"],
+    ['src/client/client.ts', "import { SqliteStore } from '../store/sqlite/store.js';"],
+    ['src/store/sqlite/store.ts', "import { errorHandler } from '../../http/error-handler.js';"],
+    ['src/store/log-store.ts', "import { keyRoutes } from '../routes/keys.js';"],
+    ['src/contract/schemas.ts', "import { Authenticator } from '../http/auth.js';"],
+    ['src/routes/keys.ts', "import { fillLog } from '../../test/fill-log.js';"],
+    ['src/app.ts', "import { lib } from '../bench/lib.js';"],
+    ['ui/api.ts', "import { buildApp } from '../src/app.js';"],
+  ])('%s may not: %s', async (file, code) => {
+    expect(await breaches(file, code)).toHaveLength(1);
+  });
+
+  it.each([
+    ['src/client/client.ts', "import type { ErrorCode } from '../contract/errors.js';"],
+    ['src/store/sqlite/store.ts', "import type { StoredEntry } from '../log-store.js';"],
+    ['src/contract/render.ts', "import type { StoredEntry } from '../store/log-store.js';"],
+    ['ui/api.ts', "import type { Entry } from '../src/contract/schemas.js';"],
+    ['src/routes/keys.ts', "import { ApiError } from '../contract/errors.js';"],
+  ])('%s may: %s', async (file, code) => {
+    expect(await breaches(file, code)).toEqual([]);
+  });
+});
