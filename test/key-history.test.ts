@@ -3,7 +3,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HISTORY_SCAN_RECORDS } from '../src/store/log-store.js';
+import { StatelogClient } from '@statelog/client';
 import { json, startApp, type TestApp } from './helpers.js';
+import { portOf } from './support/http.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {
@@ -155,6 +157,45 @@ describe('a history page’s bounded scan', () => {
     expect(page1.body.next).toBe(last - HISTORY_SCAN_RECORDS + 1);
     const page2 = await t.http.get(path('k')).query({ before: page1.body.next });
     expect(page2.body).toMatchObject({ records: [{ offset: first, value: 'first' }], next: null });
+
+    // The client follows next across the short page.
+    const client = new StatelogClient({ url: `http://127.0.0.1:${portOf(t.app.server)}` });
+    const all = await client.history('k');
+    expect(all.records.map((record) => [record.offset, record.op === 'set' ? record.value : null])).toEqual([
+      [last, 'last'],
+      [first, 'first'],
+    ]);
+    expect(all.next).toBeNull();
+    expect(await client.history('k', { limit: 1 })).toMatchObject({ records: [{ offset: last }], next: page1.body.next });
+  });
+});
+
+describe('the client’s history()', () => {
+  it('returns the key’s records newest first, pages with limit and before, and an empty list for an unknown key', async () => {
+    t = await startApp({ STATELOG_TOKENS: 'read:r-token,write:w-token' });
+    const url = `http://127.0.0.1:${portOf(t.app.server)}`;
+    const writer = new StatelogClient({ url, token: 'w-token' });
+    const reader = new StatelogClient({ url, token: 'r-token' });
+    const set1 = await writer.put('acct', { balance: 1 });
+    const set2 = await writer.put('acct', { balance: 2 });
+    const gone = await writer.delete('acct');
+
+    const page = await reader.history<{ balance: number }>('acct');
+    expect(page.records).toEqual([
+      { offset: gone.offset, key: 'acct', op: 'delete', ts: expect.any(Number) },
+      { offset: set2.offset, key: 'acct', op: 'set', value: { balance: 2 }, ts: expect.any(Number) },
+      { offset: set1.offset, key: 'acct', op: 'set', value: { balance: 1 }, ts: expect.any(Number) },
+    ]);
+    expect(page).toMatchObject({ next: null, head: gone.offset, epoch: t.app.services.store.epoch });
+
+    const first = await reader.history('acct', { limit: 2 });
+    expect(first.records.map((record) => record.offset)).toEqual([gone.offset, set2.offset]);
+    expect(first.next).toBe(set2.offset);
+    const rest = await reader.history('acct', { limit: 2, before: first.next! });
+    expect(rest).toMatchObject({ records: [{ offset: set1.offset }], next: null });
+
+    expect(await reader.history('nobody')).toMatchObject({ records: [], next: null });
+    await expect(new StatelogClient({ url }).history('acct')).rejects.toMatchObject({ status: 401, code: 'unauthorized' });
   });
 });
 

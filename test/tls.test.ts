@@ -5,7 +5,9 @@ import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type PeerCertificate } from 'node:tls';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { StatelogClient } from '@statelog/client';
 import { makeTestCa, type TestCa } from './support/certificates.js';
+import { cli } from './support/cli.js';
 import { runServerExpectingExit, startServer, type ListeningServer } from './support/child-server.js';
 import { startApp, type TestApp } from './helpers.js';
 
@@ -61,6 +63,39 @@ describe('HTTPS in the app', () => {
     );
     expect(plain).not.toBe(200);
     expect((await servedCertificate(port)).serialNumber).toBe(issued.serial);
+  });
+});
+
+describe('the client and the CLI over HTTPS', () => {
+  let t: TestApp;
+  afterEach(async () => {
+    await t?.close();
+  });
+
+  it('take an https:// URL and a CA file, and fail without the CA', { timeout: 90_000 }, async () => {
+    const issued = ca.issue('client');
+    t = await startApp({ STATELOG_TLS_CERT: issued.certPath, STATELOG_TLS_KEY: issued.keyPath });
+    const { port } = t.app.server.address() as { port: number };
+    const url = `https://127.0.0.1:${port}`;
+
+    const client = new StatelogClient({ url, ca: ca.ca });
+    expect(await client.put('tls/k', 1)).toEqual({ key: 'tls/k', offset: 1 });
+    expect(await client.get('tls/k')).toMatchObject({ value: 1, offset: 1 });
+    expect((await client.history('tls/k')).records).toEqual([expect.objectContaining({ offset: 1, op: 'set', value: 1 })]);
+    await client.close();
+    const untrusting = new StatelogClient({ url, retry: { retries: 0 } });
+    await expect(untrusting.get('tls/k')).rejects.toMatchObject({ cause: { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' } });
+
+    const withFlag = await cli(['--url', url, '--ca', ca.caPath, 'get', 'tls/k'], {});
+    expect(withFlag, withFlag.stderr).toMatchObject({ code: 0, stdout: '1\n' });
+    const withEnv = await cli(['history', 'tls/k'], { STATELOG_URL: url, STATELOG_CA: ca.caPath });
+    expect(withEnv.code, withEnv.stderr).toBe(0);
+    expect(JSON.parse(withEnv.stdout)).toMatchObject({ offset: 1, key: 'tls/k', op: 'set', value: 1 });
+    const without = await cli(['get', 'tls/k'], { STATELOG_URL: url, STATELOG_CA: '' });
+    expect(without.code).toBe(1);
+    expect(without.stderr).toMatch(/^statelog: fetch failed/);
+    const missing = await cli(['--ca', `${ca.dir}/nope.pem`, 'get', 'tls/k'], { STATELOG_URL: url });
+    expect(missing).toMatchObject({ code: 2, stderr: expect.stringMatching(/cannot read --ca .*nope\.pem \(ENOENT\)/) });
   });
 });
 
