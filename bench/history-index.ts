@@ -15,6 +15,7 @@ import { fillLog, keyName } from '../test/fill-log.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { HISTORY_SCAN_RECORDS, type WriteRequest } from '../src/store/log-store.js';
 import { KEY_HISTORY_SQL } from '../src/store/sqlite/sql.js';
+import { KEY_HISTORY_SQL as PG_KEY_HISTORY_SQL } from '../src/store/postgres/sql.js';
 
 const records = Number(process.argv[2] ?? 1_000_000);
 const keys = Number(process.argv[3] ?? 10_000);
@@ -97,6 +98,17 @@ async function postgres(): Promise<void> {
     );
     await client.query('VACUUM ANALYZE log');
     console.log(`postgres: filled ${records} records in ${(performance.now() - fill).toFixed(0)} ms`);
+    {
+      // The bounded page the store runs (its meta row made here as the migrations would).
+      await client.query('CREATE TABLE meta (id integer PRIMARY KEY, head bigint NOT NULL)');
+      await client.query('INSERT INTO meta VALUES (1, $1)', [records]);
+      const params = [probes['key not in the log'], records + 1, 101, null, HISTORY_SCAN_RECORDS];
+      const { rows } = await client.query(`EXPLAIN (ANALYZE) ${PG_KEY_HISTORY_SQL}`, params);
+      const plan = rows.map((row: Record<string, string>) => row['QUERY PLAN']);
+      console.log(`postgres bounded page, no index:\n    ${plan.join('\n    ')}`);
+      const ms = await time(() => client.query(PG_KEY_HISTORY_SQL, params));
+      console.log(`postgres bounded page (${HISTORY_SCAN_RECORDS} records examined), no index: median ${ms.toFixed(3)} ms`);
+    }
     const sql = HISTORY.replace('$key', '$1').replace('$before', '$2');
     for (const indexed of [false, true]) {
       if (indexed) {
