@@ -139,7 +139,21 @@ describe('HTTPS in the server process', () => {
     await waitFor(() => server!.logs().filter((line) => line.msg === 'TLS reload refused; the current certificate is kept').length === 2);
     expect((await servedCertificate(server.port)).serialNumber).toBe(second.serial);
 
-    expect(await server.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+    // Shutdown over TLS: a long poll in progress is answered (200, nothing new), a
+    // connection that sent nothing is closed, and the process exits 0.
+    const agent = new Agent({ connect: { ca: ca.ca } });
+    const idle = connect({ host: '127.0.0.1', port: server.port, ca: ca.ca });
+    await new Promise((resolve) => idle.once('secureConnect', resolve));
+    const idleClosed = new Promise((resolve) => idle.once('close', resolve));
+    const poll = request(`https://127.0.0.1:${server.port}/v1/changes?after=0&wait=30`, { dispatcher: agent });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const stopped = server.stop('SIGTERM');
+    const answer = await poll;
+    expect(answer.statusCode).toBe(200);
+    expect(await answer.body.json()).toMatchObject({ records: [], head: 0 });
+    await idleClosed;
+    expect(await stopped).toEqual({ code: 0, signal: null });
+    await agent.close();
   });
 
   it('refuses to start with one line when the key does not match the certificate', async () => {
