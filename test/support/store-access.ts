@@ -8,6 +8,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { STORE_INTERNALS } from '../../src/store/internals.js';
 import type { LogStore } from '../../src/store/log-store.js';
 import { migratePostgres } from '../../src/store/postgres/migrations.js';
 import { pgTypes } from '../../src/store/postgres/sql.js';
@@ -144,7 +145,7 @@ function sqliteTestStore(path: string): TestStore {
     async setHorizon(horizon) {
       db().prepare('UPDATE meta SET horizon = ? WHERE id = 1').run(horizon);
       // The store keeps the meta row in memory.
-      attached?.reloadMeta();
+      attached?.[STORE_INTERNALS].reloadMeta();
     },
     async supersededOffsets() {
       return db().prepare(SUPERSEDED_SQL).pluck().all() as number[];
