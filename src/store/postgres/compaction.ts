@@ -11,6 +11,7 @@
 // horizon). Space comes back through autovacuum (settings in migrations/postgres).
 import type pg from 'pg';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from '../log-store.js';
+import { STORE_INTERNALS } from '../internals.js';
 import { LOCK_NAMESPACE } from './migrations.js';
 
 export const COMPACTION_LOCK = 2;
@@ -91,10 +92,8 @@ export class PgCompactionPass implements CompactionPass {
     }
   }
 
-  /** True when this pass found another node's run in progress and removes nothing. */
-  get joined(): boolean {
-    return this.phase === 'wait';
-  }
+  /** For tests only (see test/support/store-access.ts): whether this pass found another node's run in progress and removes nothing. */
+  readonly [STORE_INTERNALS] = { joined: () => this.phase === 'wait' };
 
   async step(): Promise<boolean> {
     if (this.released) return false;
