@@ -239,12 +239,7 @@ export class PgStore implements LogStore {
     return items.length < (rows[0]!.taken ?? 0) ? { items, head, truncated: true } : { items, head };
   }
 
-  /**
-   * `maxChars` and `full` are those the changes branch adds to ChangesQuery and
-   * ChangesPage: a page also stops once its keys and values hold that much, and `full`
-   * says that it stopped at `limit` or there (more records may follow).
-   */
-  async readChanges(query: ChangesQuery & { maxChars?: number }): Promise<ChangesPage & { full: boolean }> {
+  async readChanges(query: ChangesQuery): Promise<ChangesPage> {
     type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
     const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
       query.after,

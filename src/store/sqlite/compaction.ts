@@ -60,7 +60,7 @@ const OTHER_WORK_MS = 0.25;
 /**
  * A run with at least this many superseded records gets its checkpointer before its
  * first step, and waits until the thread answers, so that the start of a thread (a V8
- * isolate and the SQLite driver, some 100 ms of CPU) does not compete with the steps; a
+ * isolate and the SQLite driver, a burst of CPU) does not compete with the steps; a
  * store opened with such a backlog starts it at once. A smaller run gets it only if a
  * checkpoint falls due, or not at all.
  */

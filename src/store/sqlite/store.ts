@@ -56,9 +56,10 @@ interface Meta {
 /**
  * The hottest live entries, kept by get() and by every append: a read of a cached key,
  * and a write's look at its current state, skip SQLite. This process is the file's only
- * writer, every append updates or evicts its key, and a rollback evicts the keys it took
- * back, so an entry here is always the key's current one. Compaction never touches a
- * live key's record. Bounded by the characters of keys and values.
+ * writer and every committed record updates or evicts its key (after the commit, so a
+ * rolled back group leaves it as it was), so an entry here is always the key's current
+ * one. Compaction never touches a live key's record. Bounded by the characters of keys
+ * and values.
  */
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
 
@@ -173,7 +174,7 @@ export class SqliteStore implements LogStore {
     // whatever a killed predecessor left in the page cache.
     this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync) : null;
     // A log opened with a large backlog is about to be compacted: the checkpointer's
-    // thread starts now (some 100 ms of CPU), not during the run.
+    // thread starts now (a burst of CPU), not during the run.
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
   }
 
