@@ -144,14 +144,12 @@ export function planWrites(input: PlanInput, source: StateSource): WritePlan {
     }
     results.push({ answer, replayed: false, appended: outcome.ok ? outcome.applied.length : 0 });
   }
-  const state = new Map<string, KeyState>();
-  for (const [key, written] of planner.written) state.set(key, { offset: written.offset, live: written.live });
   return {
     results,
     base: input.head,
     head: planner.head,
     records: planner.records,
-    state,
+    state: planner.written,
     remember,
     newKeys: planner.newKeys,
     liveDelta: planner.liveDelta,
@@ -189,28 +187,33 @@ class Planner {
   newKeys = 0;
   liveDelta = 0;
   superseded = false;
-  /** Keys the current request changed, with what `written` held for them before. */
-  private readonly undo: [string, Written | undefined][] = [];
+  /** Keys the current request changed, each followed by what `written` held for it before. */
+  private readonly undo: (string | Written | undefined)[] = [];
+
+  head: number;
 
   constructor(
-    public head: number,
+    private readonly base: number,
     private readonly source: StateSource,
-  ) {}
+  ) {
+    this.head = base;
+  }
 
   request(ops: WriteOp[]): { ok: true; applied: AppliedOp[] } | { ok: false; failure: WriteFailure } {
-    const mark = { head: this.head, newKeys: this.newKeys, liveDelta: this.liveDelta, superseded: this.superseded };
+    const { head, newKeys, liveDelta, superseded } = this;
     this.undo.length = 0;
     const applied: AppliedOp[] = [];
     for (let index = 0; index < ops.length; index++) {
       const result = this.apply(ops[index]!, index);
       if ('code' in result) {
-        for (let i = this.undo.length - 1; i >= 0; i--) {
-          const [key, before] = this.undo[i]!;
+        for (let i = this.undo.length - 2; i >= 0; i -= 2) {
+          const key = this.undo[i] as string;
+          const before = this.undo[i + 1] as Written | undefined;
           if (before) this.written.set(key, before);
           else this.written.delete(key);
         }
-        this.records.length -= this.head - mark.head;
-        Object.assign(this, mark);
+        this.records.length = head - this.base;
+        Object.assign(this, { head, newKeys, liveDelta, superseded });
         return { ok: false, failure: result };
       }
       applied.push(result);
@@ -242,9 +245,10 @@ class Planner {
   private append(key: string, value: string | null, current: KeyState | undefined, written: Written | undefined): number {
     const offset = ++this.head;
     const live = value !== null;
-    const previous = current ? { offset: current.offset, live: current.live } : null;
+    // Never changed once made (a key's next record gets a new object), so shared as it is.
+    const previous = current ?? null;
     this.records.push({ offset, key, op: live ? 'set' : 'delete', value, previous });
-    this.undo.push([key, written]);
+    this.undo.push(key, written);
     this.written.set(key, { offset, live, value });
     if (previous) this.superseded = true;
     else this.newKeys += 1;
