@@ -33,7 +33,7 @@ export function prefixUpperBound(prefix: string): string | null {
 
 /** Locks the counters row (every writer's first step) and reads it. A simple query: no parameters. */
 export const BEGIN_AND_LOCK_SQL = `BEGIN;
-  SELECT head, horizon, last_ts AS "lastTs" FROM meta WHERE id = 1 FOR UPDATE`;
+  SELECT head, horizon FROM meta WHERE id = 1 FOR UPDATE`;
 
 /**
  * The state rows of keys $1, with the live value of those in $2 (keys the group
