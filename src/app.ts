@@ -18,6 +18,7 @@ import { Authenticator } from './http/auth.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
 import { Compactor, compactionSettings } from './compaction/compactor.js';
+import { Expirer } from './writes/expirer.js';
 import { ApiError } from './contract/errors.js';
 import { clientErrorHandler, errorHandler, notFoundHandler } from './http/error-handler.js';
 import { Metrics } from './metrics.js';
@@ -43,7 +44,7 @@ export interface RouteEntry {
 }
 
 /** The app, its services, and every route it registered (HEAD routes included). */
-export type App = FastifyInstance & { services: AppServices; compactor: Compactor; routeTable: readonly RouteEntry[] };
+export type App = FastifyInstance & { services: AppServices; compactor: Compactor; expirer: Expirer; routeTable: readonly RouteEntry[] };
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -279,6 +280,8 @@ export async function buildApp(config: Config): Promise<App> {
   await app.register(changeStreamRoutes, { services, slots });
   await app.register(uiRoutes);
   compactor.start();
+  const expirer = new Expirer({ store, batcher, log: app.log.child({ module: 'expirer' }), periodMs: config.expiryIntervalMs });
+  expirer.start();
 
   const purge = setInterval(
     () => void store.purgeIdempotency(Date.now()).catch((err) => app.log.error({ err }, 'idempotency purge failed')),
@@ -299,6 +302,7 @@ export async function buildApp(config: Config): Promise<App> {
   });
   app.addHook('onClose', async () => {
     clearInterval(purge);
+    await expirer.stop();
     // Shutdown already stopped it; this waits for a run in progress to end at a step boundary.
     await compactor.stop();
     unwatch();
@@ -306,5 +310,5 @@ export async function buildApp(config: Config): Promise<App> {
     await store.close();
   });
 
-  return Object.assign(app, { services, compactor, routeTable }) as unknown as App;
+  return Object.assign(app, { services, compactor, expirer, routeTable }) as unknown as App;
 }
