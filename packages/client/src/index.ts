@@ -20,4 +20,4 @@ export type {
 export { CutStreamError, StatelogError, isStatelogError, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
 export { readEvents, type SseEvent } from './sse.js';
-export { StateMirror, type ResetEvent, type StateMirrorOptions } from './state-mirror.js';
+export { DigestMismatchError, StateMirror, type DigestCheck, type ResetEvent, type StateMirrorOptions } from './state-mirror.js';

@@ -5,6 +5,7 @@
 // offset can no longer be served. With a checkpoint file it restarts from disk and
 // reads only the changes since.
 import { EventEmitter } from 'node:events';
+import { digestHex, digestTerm } from '../../../src/contract/digest.js';
 import { StatelogClient, type ClientOptions, type LogRecord } from './client.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
@@ -36,11 +37,40 @@ interface StreamPosition {
   epoch: string;
 }
 
+/** A comparison of the mirror's digest with the server's at one offset. */
+export interface DigestCheck {
+  ok: boolean;
+  offset: number;
+  /** The mirror's digest at `offset`, 16 hex digits. */
+  mirror: string;
+  /** The server's (a snapshot's trailer or /v1/stats). */
+  server: string;
+}
+
+/** Emitted as 'error' when the mirror's state is not the server's: both digests are in `check`. */
+export class DigestMismatchError extends Error {
+  constructor(readonly check: DigestCheck) {
+    super(`the mirror's digest at offset ${check.offset} is ${check.mirror}, the server's ${check.server}`);
+    this.name = 'DigestMismatchError';
+  }
+}
+
+/** How many (offset, digest) pairs the mirror keeps, so verify() can look back at the server's head. */
+const DIGEST_HISTORY = 4096;
+
 /** Events: 'ready', 'change' (record), 'reset' ({ reason }), 'checkpoint' (offset), 'error' (transient). */
 export class StateMirror<T = unknown> extends EventEmitter {
   /** Resolves once the mirror holds the state at some offset. */
   readonly ready: Promise<void>;
   private state = new Map<string, T>();
+  /**
+   * Each key's record offset and the digest they make (src/contract/digest.ts), kept as
+   * records are applied; null when unknown (a checkpoint saved without offsets).
+   */
+  private offsets: Map<string, number> | null = new Map();
+  private digestSum = 0n;
+  /** The digest after each record applied lately, oldest first. */
+  private digestHistory: { offset: number; digest: bigint }[] = [];
   private position: StreamPosition | null = null;
   private readonly client: StatelogClient;
   private readonly prefix: string;
@@ -101,6 +131,58 @@ export class StateMirror<T = unknown> extends EventEmitter {
     return this.position?.epoch;
   }
 
+  /** The digest of the mirror's state at its offset (16 hex digits), or null when unknown. */
+  get digest(): string | null {
+    return this.offsets ? digestHex(this.digestSum) : null;
+  }
+
+  /**
+   * Compares the mirror's digest with the server's: reads /v1/stats, waits until the
+   * mirror has applied the server's head, and compares the digests at that offset. A
+   * mismatch is also emitted as 'error' (DigestMismatchError). Only for a mirror of the
+   * whole state (no prefix): the server's digest covers every key.
+   */
+  async verify(options: { timeoutMs?: number } = {}): Promise<DigestCheck> {
+    if (this.prefix !== '') throw new Error('verify() needs a mirror of the whole state: the server has no digest per prefix');
+    await this.ready;
+    const stats = await this.client.stats();
+    const target = stats.digestOffset;
+    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+    while (this.offset < target) {
+      if (Date.now() > deadline) throw new Error(`the mirror did not reach offset ${target} in time (it is at ${this.offset})`);
+      await sleep(10, this.stop.signal);
+    }
+    if (!this.offsets) throw new Error('the mirror has no digest: its checkpoint was saved without offsets');
+    let local: bigint | undefined;
+    for (const entry of this.digestHistory) if (entry.offset <= target) local = entry.digest;
+    if (local === undefined) throw new Error(`the mirror no longer knows its digest at offset ${target}`);
+    return this.checkDigest(target, digestHex(local), stats.digest);
+  }
+
+  private checkDigest(offset: number, mirror: string, server: string): DigestCheck {
+    const check = { ok: mirror === server, offset, mirror, server };
+    if (!check.ok) this.emit('error', new DigestMismatchError(check));
+    return check;
+  }
+
+  private noteDigest(offset: number): void {
+    if (this.digestHistory.length >= DIGEST_HISTORY) this.digestHistory.splice(0, DIGEST_HISTORY / 2);
+    this.digestHistory.push({ offset, digest: this.digestSum });
+  }
+
+  /** Applies a record to the digest: - the key's old term, + the new one for a set. */
+  private applyDigest(record: LogRecord<T>): void {
+    if (!this.offsets) return;
+    const old = this.offsets.get(record.key);
+    if (old !== undefined) this.digestSum -= digestTerm(record.key, old);
+    if (record.op === 'set') {
+      this.digestSum += digestTerm(record.key, record.offset);
+      this.offsets.set(record.key, record.offset);
+    } else {
+      this.offsets.delete(record.key);
+    }
+    this.digestSum = BigInt.asUintN(64, this.digestSum);
+  }
   /** Stops following, and saves the checkpoint one last time. */
   async close(): Promise<void> {
     clearInterval(this.checkpointTimer);
@@ -116,6 +198,12 @@ export class StateMirror<T = unknown> extends EventEmitter {
       if (saved) {
         this.state = saved.state;
         this.position = { offset: saved.offset, epoch: saved.epoch };
+        this.offsets = saved.offsets;
+        this.digestSum = 0n;
+        for (const [key, offset] of saved.offsets ?? []) this.digestSum += digestTerm(key, offset);
+        this.digestSum = BigInt.asUintN(64, this.digestSum);
+        this.digestHistory = [];
+        this.noteDigest(saved.offset);
         this.savedOffset = saved.offset;
       }
     }
@@ -148,18 +236,29 @@ export class StateMirror<T = unknown> extends EventEmitter {
   private async snapshotAndFollow(): Promise<boolean> {
     const res = await this.client.open('/v1/changes/stream', { snapshot: 'true', prefix: this.prefix }, {}, this.stop.signal);
     const staging = new Map<string, T>();
+    const stagingOffsets = new Map<string, number>();
+    let stagingDigest = 0n;
     let inSnapshot = true;
     let progressed = false;
     for await (const event of readEvents(res.body!)) {
       if (inSnapshot) {
         if (event.event === 'record') {
           const record = JSON.parse(event.data) as LogRecord<T>;
-          if (record.op === 'set') staging.set(record.key, record.value);
+          if (record.op === 'set') {
+            staging.set(record.key, record.value);
+            stagingOffsets.set(record.key, record.offset);
+            stagingDigest += digestTerm(record.key, record.offset);
+          }
         } else if (event.event === 'snapshot-end') {
-          const end = JSON.parse(event.data) as StreamPosition;
+          const end = JSON.parse(event.data) as StreamPosition & { digest?: string };
           const hadState = this.position !== null;
           this.state = staging;
+          this.offsets = stagingOffsets;
+          this.digestSum = BigInt.asUintN(64, stagingDigest);
+          this.digestHistory = [];
+          this.noteDigest(end.offset);
           this.position = { offset: end.offset, epoch: end.epoch };
+          if (end.digest !== undefined) this.checkDigest(end.offset, digestHex(this.digestSum), end.digest);
           inSnapshot = false;
           progressed = true;
           if (hadState) this.emit('reset', { reason: this.pendingReset ?? 'resynchronised' } satisfies ResetEvent);
@@ -202,7 +301,9 @@ export class StateMirror<T = unknown> extends EventEmitter {
         if (record.offset <= this.position!.offset) return false; // already applied
         if (record.op === 'set') this.state.set(record.key, record.value);
         else this.state.delete(record.key);
+        this.applyDigest(record);
         this.position!.offset = record.offset;
+        this.noteDigest(record.offset);
         this.emit('change', record);
         return true;
       }
@@ -233,7 +334,15 @@ export class StateMirror<T = unknown> extends EventEmitter {
     if (!file || !this.position || this.position.offset === this.savedOffset) return;
     const { offset, epoch } = this.position;
     try {
-      await saveCheckpoint(file, { offset, epoch, prefix: this.prefix, entries: [...this.state] });
+      const entries = [...this.state];
+      const offsets = this.offsets;
+      await saveCheckpoint(file, {
+        offset,
+        epoch,
+        prefix: this.prefix,
+        entries,
+        ...(offsets ? { offsets: entries.map(([key]) => offsets.get(key)!) } : {}),
+      });
       this.savedOffset = offset;
       this.emit('checkpoint', offset);
     } catch (err) {

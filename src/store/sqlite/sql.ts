@@ -42,7 +42,7 @@ export const liveJsonSql = (shape: SnapshotShape): string => `SELECT ${JSON_OF[s
  * log's state at its offset, expired values included until their tombstones (which the
  * change feed carries), so a mirror's state and digest follow the log.
  */
-export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number, now = Number.MAX_SAFE_INTEGER) {
+export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number, now = 0) {
   // A cursor below the prefix (from another listing) must not widen the range.
   const resume = afterKey !== null && Buffer.compare(Buffer.from(afterKey), Buffer.from(prefix)) > 0;
   return { from: resume ? afterKey : prefix, exclude: afterKey, upper: prefixUpperBound(prefix), limit, now };
