@@ -1,6 +1,7 @@
 // Per-key TTL through the HTTP API: expiry answers 404 at once, the expirer's tombstone
 // follows through the write path, and a write without a TTL clears it.
 import { afterEach, describe, expect, it } from 'vitest';
+import { StatelogClient } from '@statelog/client';
 import { json, startApp, type TestApp } from './helpers.js';
 
 let t: TestApp | undefined;
@@ -104,5 +105,25 @@ describe('TTL', () => {
       stats = (await app.http.get('/v1/stats')).body;
     } while (stats.liveKeys > 0 && Date.now() < deadline);
     expect(stats).toMatchObject({ liveKeys: 0, tombstones: 30, head: 60 });
+  });
+});
+
+describe('TTL through the client', () => {
+  it('put and batch take ttlMs; get gives expiresAt, then null once expired', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const client = new StatelogClient({ url: `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}` });
+    try {
+      await client.put('lease', { owner: 'w1' }, { ttlMs: 300 });
+      await client.batch([{ key: 'b', value: 1, ttlMs: 300 }]);
+      const entry = await client.get('lease');
+      expect(entry).toMatchObject({ value: { owner: 'w1' }, expiresAt: expect.any(Number) });
+      const later = await client.get('b');
+      await sleepUntil(Math.max(entry!.expiresAt!, later!.expiresAt!));
+      expect(await client.get('lease')).toBeNull();
+      expect(await client.get('b')).toBeNull();
+      expect(await t.app.expirer.run()).toBe(2);
+    } finally {
+      await client.close();
+    }
   });
 });
