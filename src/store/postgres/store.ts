@@ -20,6 +20,8 @@ import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState, type Reme
 import type {
   ChangesPage,
   ChangesQuery,
+  HistoryPage,
+  HistoryQuery,
   ListPage,
   ListQuery,
   LogPosition,
@@ -33,6 +35,7 @@ import type {
   CompactionBudget,
   CompactionPolicy,
 } from '../log-store.js';
+import { HISTORY_SCAN_RECORDS } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
@@ -44,6 +47,7 @@ import {
   COUNTERS_SQL,
   GET_SQL,
   GROUP_READ_SQL,
+  KEY_HISTORY_SQL,
   LIST_SQL,
   Params,
   PURGE_SQL,
@@ -257,6 +261,26 @@ export class PgStore implements LogStore {
     }
     const taken = rows[0]!.taken ?? 0;
     return { records, head, horizon, full: records.length === query.limit || records.length < taken };
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    type Row = { head: number; examined_to: number | null; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const { rows } = await this.pool.query<Row>(KEY_HISTORY_SQL, [
+      query.key,
+      query.before ?? Number.MAX_SAFE_INTEGER,
+      query.limit,
+      query.maxChars ?? null,
+      HISTORY_SCAN_RECORDS,
+    ]);
+    const { head, examined_to: examinedTo } = rows[0]!;
+    this.learn({ head }, true);
+    const records: StoredRecord[] = [];
+    for (const row of rows) {
+      if (row.seq === null || row.seq === undefined) continue;
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+    }
+    const taken = rows[0]!.taken ?? 0;
+    return { records, head, full: records.length === query.limit || records.length < taken, examinedTo };
   }
 
   async openSnapshot(prefix: string): Promise<PgSnapshot> {

@@ -14,10 +14,12 @@ import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
-import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
+import { HISTORY_SCAN_END_SQL, KEY_HISTORY_SQL, LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
 import type {
   ChangesPage,
   ChangesQuery,
+  HistoryPage,
+  HistoryQuery,
   ListPage,
   CompactionBacklog,
   CompactionBudget,
@@ -32,6 +34,7 @@ import type {
   WriteRequest,
   WriteResult,
 } from '../log-store.js';
+import { HISTORY_SCAN_RECORDS } from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -132,6 +135,8 @@ export class SqliteStore implements LogStore {
       ),
       list: db.prepare(LIVE_ENTRIES_SQL),
       changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
+      history: db.prepare(KEY_HISTORY_SQL).raw(true),
+      historyScanEnd: db.prepare(HISTORY_SCAN_END_SQL).pluck(),
       claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
       remember: db.prepare(
         'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
@@ -240,6 +245,22 @@ export class SqliteStore implements LogStore {
     const full = stoppedByChars || records.length === query.limit;
     // Synchronous: nothing can commit between the read and these.
     const page = { records, head: this.meta.head, horizon: this.meta.horizon, full };
+    await this.durable(page.head);
+    return page;
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const before = query.before ?? Number.MAX_SAFE_INTEGER;
+    const params = { key: query.key, before, limit: query.limit, scan: HISTORY_SCAN_RECORDS };
+    const { rows: records, stoppedByChars } = takePage(
+      this.sql.history.iterate(params) as IterableIterator<unknown[]>,
+      toRecord,
+      (record) => record.key.length + (record.value?.length ?? 0),
+      query.maxChars,
+    );
+    const examinedTo = (this.sql.historyScanEnd.get({ before, scan: HISTORY_SCAN_RECORDS }) as number | undefined) ?? null;
+    // Synchronous: nothing can commit between the reads and this.
+    const page = { records, head: this.meta.head, full: stoppedByChars || records.length === query.limit, examinedTo };
     await this.durable(page.head);
     return page;
   }
