@@ -26,6 +26,8 @@ const STORE_FREE = [
   // process, half a minute of the suite a store.
   'test/cli.test.ts',
   'test/dockerfile-build.test.ts',
+  // The README's commands against a server process: HTTP only, like the CLI.
+  'test/readme.test.ts',
 ];
 
 /**
