@@ -103,7 +103,12 @@ async function runStage(stage: Stage, stagesByName: Map<string, Filesystem>): Pr
     else if (op === 'RUN') {
       const system = SYSTEM_STEPS.find((step) => step.pattern.test(args));
       if (system) fs.skipped.push(`RUN ${args.slice(0, 40)}…: ${system.reason}`);
-      else await run(args, fs);
+      else {
+        const started = Date.now();
+        await run(args, fs);
+        // Minutes-long steps: say which took how long.
+        console.log(`${stage.name ?? 'run stage'}: RUN ${args} (${Math.round((Date.now() - started) / 1000)} s)`);
+      }
     } else if (op === 'CMD') cmd = JSON.parse(args) as string[];
     else if (!CONTAINER_ONLY.has(op)) throw new Error(`${op}: an instruction this test does not know how to run`);
   }
@@ -124,7 +129,7 @@ describe('the Dockerfile, step by step', () => {
     }
   });
 
-  it('builds: each COPY finds its files, each RUN succeeds with only the files copied before it', { timeout: 600_000 }, async () => {
+  it('builds: each COPY finds its files, each RUN succeeds with only the files copied before it', { timeout: 1_800_000 }, async () => {
     const { fs } = await runStage(stages[0]!, built);
     expect(fs.skipped).toHaveLength(1);
     expect(existsSync(join(fs.workdir, 'dist/server.js'))).toBe(true);
