@@ -13,10 +13,11 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Command } from 'commander';
-import { closedLoop, httpLoad, HttpClient, type LoopResult } from './closed-loop.js';
+import type { LoopResult } from './closed-loop.js';
 import { loadAverage } from './facts.js';
 import { alternate, ratios } from './figure.js';
 import { ROOT, startStatelog, summary, type Server } from './lib.js';
+import { loadOf } from './load.js';
 import { putRequest } from './write.js';
 
 const options = new Command('bench:profile')
@@ -125,7 +126,7 @@ function summarise(profile: CpuProfile) {
 }
 
 async function putLoad(server: Server, seconds: number): Promise<LoopResult> {
-  return httpLoad(server.url, options.connections, seconds, putRequest);
+  return loadOf(server.url, options.connections, seconds, putRequest);
 }
 
 async function cpuProfile() {
@@ -155,13 +156,11 @@ async function fsyncCount() {
   const out = join(tmpdir(), `statelog-strace-${process.pid}.txt`);
   // -w: time in the call (wall clock); --seccomp-bpf: only these calls stop the process.
   const server = await startStatelog({}, { entry: COMPILED, wrapper: ['strace', '-f', '--seccomp-bpf', '-c', '-w', '-e', 'trace=fsync,fdatasync', '-o', out] });
-  const client = new HttpClient(server.url, options.connections);
   let load: LoopResult;
   try {
-    await closedLoop(options.connections, 2, async () => void (await client.expectOk(putRequest())));
-    load = await closedLoop(options.connections, options.seconds, async () => void (await client.expectOk(putRequest())));
+    await putLoad(server, 2);
+    load = await putLoad(server, options.seconds);
   } finally {
-    await client.close();
     await server.stop();
   }
   const text = readFileSync(out, 'utf8');

@@ -18,6 +18,7 @@ import { writeDocs, type FigureRecord, type Results } from './report.js';
  * one line here: its name for --only, and how to load the Figure it exports.
  */
 const FIGURES: [string, () => Promise<Figure>][] = [
+  ['generator', async () => (await import('./generator.js')).generatorFigure],
   ['write', async () => (await import('./write.js')).writeFigure(50)],
   ['write-c1', async () => (await import('./write.js')).writeFigure(1)],
   ['write-c10', async () => (await import('./write.js')).writeFigure(10)],
@@ -29,6 +30,7 @@ const FIGURES: [string, () => Promise<Figure>][] = [
   ['fanout', async () => (await import('./fanout.js')).fanoutFigure],
   ['compact', async () => (await import('./compact.js')).compactFigure],
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
+  ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],
   ['postgres', async () => (await import('./postgres.js')).postgresFigure],
 ];
 

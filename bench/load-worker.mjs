@@ -1,0 +1,60 @@
+// One thread of the load generator (bench/load.ts): autocannon's closed loop over this
+// thread's share of the connections. Plain JavaScript, because a worker thread does not
+// inherit tsx's loader. Each connection sends its own random draw of the pre-built
+// requests (autocannon builds each request's bytes once, as its CLI does), and every
+// answer's latency is recorded in microseconds (autocannon's own histogram keeps whole
+// milliseconds, too coarse for p99 ratios of a few milliseconds).
+import { parentPort, workerData } from 'node:worker_threads';
+import autocannon from 'autocannon';
+import hdr from 'hdr-histogram-js';
+
+/** @type {{ url: string, connections: number, seconds: number, requests: { method: string, path: string, body?: string }[] }} */
+const { url, connections, seconds, requests } = workerData;
+
+const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
+const prepared = requests.map((r) => ({
+  method: r.method,
+  path: r.path,
+  ...(r.body === undefined ? {} : { body: r.body, headers: { 'content-type': 'application/json' } }),
+}));
+
+/**
+ * A connection's own requests: PER_CONNECTION drawn at random from the pre-built ones, so
+ * that no two connections send the same keys in step. Few enough that their bytes stay
+ * in the CPU's caches, as the one request of the autocannon command line does.
+ */
+const PER_CONNECTION = 64;
+function drawn(list) {
+  return Array.from({ length: Math.min(PER_CONNECTION, list.length) }, () => ({ ...list[Math.floor(Math.random() * list.length)] }));
+}
+
+let ok = 0;
+let firstFailure = null;
+const instance = autocannon(
+  {
+    url,
+    connections,
+    duration: seconds,
+    requests: prepared.slice(0, 1),
+    setupClient: (client) => client.setRequests(drawn(prepared)),
+  },
+  (err, result) => {
+    if (err) throw err;
+    parentPort.postMessage({
+      ok,
+      // Seconds from the first connection to the end, as autocannon measures its rate.
+      elapsed: result.duration,
+      histogram: hdr.encodeIntoCompressedBase64(histogram),
+      errors: result.errors + result.timeouts,
+      non2xx: result.non2xx,
+      firstFailure,
+    });
+  },
+);
+instance.on('response', (_client, status, _bytes, ms) => {
+  if (status >= 200 && status < 300) {
+    ok++;
+    histogram.recordValue(Math.max(1, Math.round(ms * 1000)));
+  } else firstFailure ??= `status ${status}`;
+});
+instance.on('reqError', (err) => (firstFailure ??= err.message));
