@@ -3,7 +3,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'bench/results/', 'test-artifacts/'] },
+  { ignores: ['dist/', '.variant-*/', '.base-*/', 'node_modules/', 'coverage/', 'bench/results/', 'test-artifacts/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -4,7 +4,10 @@
 // jobs move the req/s; the servers' req/s and p99 are shown beside it.
 //   npx tsx bench/cpu-per-request.ts [--rounds 6 --seconds 3] 'name=entry[;ENV=value...]' ...
 // where entry is a compiled server (dist/server.js, or a build of a variant in .variant-x/).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { Command } from 'commander';
+import { loadAverage } from './facts.js';
 import { processSeconds } from './cpu-share.js';
 import { alternate, ratios } from './figure.js';
 import { round, startStatelog, summary, type Server } from './lib.js';
@@ -15,8 +18,11 @@ const program = new Command('bench/cpu-per-request.ts')
   .argument('<sides...>', "name=entry[;ENV=value...] (the first side is the baseline)")
   .option('--rounds <n>', 'rounds', Number, 6)
   .option('--seconds <n>', 'seconds of load a side a round', Number, 3)
+  .option('--out <file>', 'also write the figures as JSON (bench/results/<date>-cpu-variants.json is shown by bench/report.ts)')
+  .option('--note <text...>', 'notes kept with the figures (shown under the table)')
   .parse();
-const options = program.opts<{ rounds: number; seconds: number }>();
+const options = program.opts<{ rounds: number; seconds: number; out?: string; note?: string[] }>();
+const loadBefore = loadAverage();
 
 const sides = program.args.map((arg) => {
   const [name, rest] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
@@ -42,15 +48,24 @@ try {
   });
   const pick = (name: string, field: 'rps' | 'p99' | 'cpuUs') => runs[name]!.map((r) => r[field]);
   console.log('\nmedian of the rounds [min – max]:');
+  const figures = [];
   for (const name of names) {
     const cpu = summary(pick(name, 'cpuUs'));
     const cpuRatio = summary(ratios(pick(name, 'cpuUs'), pick(names[0]!, 'cpuUs')));
     const rps = summary(pick(name, 'rps'));
+    figures.push({ name, cpuUs: cpu, ratioToFirst: cpuRatio, rps, p99: summary(pick(name, 'p99')) });
     console.log(
       `${name}: ${round(cpu.median, 1)} µs CPU a request [${round(cpu.min, 1)} – ${round(cpu.max, 1)}], ` +
         `${round(cpuRatio.median, 3)} × ${names[0]}'s [${round(cpuRatio.min, 3)} – ${round(cpuRatio.max, 3)}]; ` +
         `${Math.round(rps.median)} req/s, p99 ${round(summary(pick(name, 'p99')).median)} ms`,
     );
+  }
+  if (options.out) {
+    const command = `npx tsx bench/cpu-per-request.ts --rounds ${options.rounds} --seconds ${options.seconds} ${program.args.map((a) => `'${a}'`).join(' ')}`;
+    const saved = { at: new Date().toISOString(), command, rounds: options.rounds, seconds: options.seconds, load: { before: loadBefore, after: loadAverage() }, sides: figures, notes: options.note ?? [] };
+    mkdirSync(dirname(options.out), { recursive: true });
+    writeFileSync(options.out, `${JSON.stringify(saved, null, 2)}\n`);
+    console.log(`results: ${options.out}`);
   }
 } finally {
   for (const server of servers.values()) await server.stop();

@@ -193,9 +193,17 @@ export function renderChart(systems: SystemResult[], date: string): string {
 export interface ProfileResults {
   at: string;
   command: string;
-  options: { seconds: number; rounds: number; connections: number };
+  options: { seconds: number; rounds: number; connections: number; logLevel?: string };
   load: { before: number[]; after: number[] };
-  profile: { load: { rps: number }; windowMs: number; areas: { label: string; percent: number }[] };
+  profile: {
+    load: { rps: number };
+    windowMs: number;
+    areas: { label: string; percent: number }[];
+    requests?: number;
+    processCpuUsPerRequest?: number;
+    mainThreadBusyUsPerRequest?: number;
+    stagesUsPerRequest?: Record<string, number>;
+  };
   fsync: { fsyncsPerSecond: number; putsPerFsync: number; shareOfWallTimeInFsync: number; load: { rps: number } } | null;
   variants: Record<string, { rps: Summary; p99: Summary; ratioToDefault: Summary }>;
 }
@@ -205,43 +213,96 @@ export function renderProfile(p: ProfileResults): string {
   const lines = [
     "## Where a durable PUT's time goes",
     '',
-    `\`${p.command}\` on ${p.at.slice(0, 10)} (load average ${p.load.before.join(', ')} before): the compiled server (\`dist/server.js\`)`,
-    `under ${p.options.connections} connections of durable PUTs for ${p.options.seconds} s, ${Math.round(p.profile.load.rps).toLocaleString('en-US')} req/s while profiled.`,
-    'Each sample of the V8 CPU profile is charged to the innermost frame of its stack that belongs to a known area;',
-    'native calls (SQLite statements, fdatasync) are charged to the JavaScript function that made them.',
-    '',
-    '| area | share of the time |',
-    '| --- | ---: |',
-    ...p.profile.areas.filter((a) => a.percent >= 0.5).map((a) => `| ${a.label} | ${a.percent.toFixed(1)} % |`),
+    `\`${p.command}\` on ${p.at.slice(0, 10)} (load average ${p.load.before.join(', ')} before): the compiled server (\`dist/server.js\`,`,
+    `LOG_LEVEL=${p.options.logLevel ?? 'warn'}) under ${p.options.connections} connections of durable PUTs for ${p.options.seconds} s, ${Math.round(p.profile.load.rps).toLocaleString('en-US')} req/s while profiled.`,
+    'Each sample of the V8 CPU profile of the event loop is charged to the innermost frame of its stack that belongs to a',
+    'stage; native calls (SQLite statements, fdatasync, the write(2) of a log line) are charged to the JavaScript function',
+    'that made them. A profile counts wall time on the event loop: a blocking fdatasync counts in full, and so does time',
+    'the thread waited for a core on a busy machine. The CPU time of the whole process (all threads, the thread pool\'s',
+    'fsyncs and the GC helpers included) is read from /proc over the same load.',
     '',
   ];
-  if (p.fsync) {
+  const stages = p.profile.stagesUsPerRequest;
+  if (stages && p.profile.processCpuUsPerRequest !== undefined) {
+    const busy = Object.values(stages).reduce((sum, us) => sum + us, 0);
     lines.push(
-      `Under strace (fsync and fdatasync only, ${Math.round(p.fsync.load.rps).toLocaleString('en-US')} req/s): ${p.fsync.fsyncsPerSecond} fsyncs a second,`,
-      `${p.fsync.putsPerFsync} PUTs a fsync, and an fsync was in progress ${(100 * p.fsync.shareOfWallTimeInFsync).toFixed(0)} % of the wall-clock time`,
-      '(on the thread pool, while the event loop goes on: src/store/wal-syncer.ts).',
+      `CPU time of the server process: **${p.profile.processCpuUsPerRequest} µs a request** (/proc); the event loop was busy ${p.profile.mainThreadBusyUsPerRequest} µs a request (profile, wall time).`,
+      '',
+      '| stage | event-loop time a request | share of the busy time |',
+      '| --- | ---: | ---: |',
+      ...Object.entries(stages)
+        .sort((a, b) => b[1] - a[1])
+        .map(([label, us]) => `| ${label} | ${us.toFixed(1)} µs | ${((100 * us) / busy).toFixed(1)} % |`),
+      '',
+    );
+  } else {
+    lines.push(
+      '| area | share of the time |',
+      '| --- | ---: |',
+      ...p.profile.areas.filter((a) => a.percent >= 0.5).map((a) => `| ${a.label} | ${a.percent.toFixed(1)} % |`),
       '',
     );
   }
-  lines.push(
-    'The same load on variants of the server changed only by the environment, alternating with the default',
-    `in each of ${p.options.rounds} rounds (median, min–max of the per-round ratio):`,
-    '',
-    '| variant | req/s | ratio to the default | p99 |',
-    '| --- | ---: | ---: | ---: |',
-    ...Object.entries(p.variants).map(
-      ([name, v]) =>
-        `| ${name} | ${formatNumber(v.rps.median)} | ${formatNumber(v.ratioToDefault.median)} (${formatNumber(v.ratioToDefault.min)} – ${formatNumber(v.ratioToDefault.max)}) | ${formatNumber(v.p99.median)} ms |`,
-    ),
-    '',
-  );
+  if (p.fsync) {
+    lines.push(
+      `Under strace (fsync and fdatasync only, ${Math.round(p.fsync.load.rps).toLocaleString('en-US')} req/s): ${p.fsync.fsyncsPerSecond} fsyncs a second,`,
+      `${p.fsync.putsPerFsync} PUTs a fsync, and an fsync was in progress ${(100 * p.fsync.shareOfWallTimeInFsync).toFixed(0)} % of the wall-clock time.`,
+      '',
+    );
+  }
+  if (Object.keys(p.variants).length > 0) {
+    lines.push(
+      'The same load on variants of the server changed only by the environment, alternating with the default',
+      `in each of ${p.options.rounds} rounds (median, min–max of the per-round ratio):`,
+      '',
+      '| variant | req/s | ratio to the default | p99 |',
+      '| --- | ---: | ---: | ---: |',
+      ...Object.entries(p.variants).map(
+        ([name, v]) =>
+          `| ${name} | ${formatNumber(v.rps.median)} | ${formatNumber(v.ratioToDefault.median)} (${formatNumber(v.ratioToDefault.min)} – ${formatNumber(v.ratioToDefault.max)}) | ${formatNumber(v.p99.median)} ms |`,
+      ),
+      '',
+    );
+  }
   return lines.join('\n');
 }
 
-function newestProfile(): ProfileResults | null {
+/** What bench/cpu-per-request.ts --out writes. */
+export interface CpuVariantResults {
+  at: string;
+  command: string;
+  rounds: number;
+  seconds: number;
+  load: { before: number[]; after: number[] };
+  sides: { name: string; cpuUs: Summary; ratioToFirst: Summary; rps: Summary; p99: Summary }[];
+  notes?: string[];
+}
+
+/** The section on measured changes, from the newest bench/results/*-cpu-variants.json. */
+export function renderCpuVariants(v: CpuVariantResults): string {
+  const first = v.sides[0]!.name;
+  return [
+    '## Changes measured by CPU time a request',
+    '',
+    `\`${v.command}\` on ${v.at.slice(0, 10)} (load average ${v.load.before.join(', ')} before): the c = 50 PUT load on each`,
+    `build or setting in turn, ${v.rounds} rounds of ${v.seconds} s, CPU time of the server process from /proc divided by the`,
+    'requests answered. Median of the rounds, min–max in brackets; the ratio is taken round by round.',
+    '',
+    `| server | CPU a request | ratio to "${first}" | req/s | p99 |`,
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...v.sides.map(
+      (s) =>
+        `| ${s.name} | ${formatNumber(s.cpuUs.median, 1)} µs (${formatNumber(s.cpuUs.min, 1)} – ${formatNumber(s.cpuUs.max, 1)}) | ${formatNumber(s.ratioToFirst.median)} (${formatNumber(s.ratioToFirst.min)} – ${formatNumber(s.ratioToFirst.max)}) | ${formatNumber(s.rps.median)} | ${formatNumber(s.p99.median)} ms |`,
+    ),
+    '',
+    ...(v.notes ?? []).flatMap((note) => [note, '']),
+  ].join('\n');
+}
+
+function newest<T>(pattern: RegExp): T | null {
   const dir = join(ROOT, 'bench', 'results');
-  const newest = readdirSync(dir).filter((name) => /^profile-.*\.json$/.test(name)).sort().at(-1);
-  return newest ? (JSON.parse(readFileSync(join(dir, newest), 'utf8')) as ProfileResults) : null;
+  const file = readdirSync(dir).filter((name) => pattern.test(name)).sort().at(-1);
+  return file ? (JSON.parse(readFileSync(join(dir, file), 'utf8')) as T) : null;
 }
 
 /** Writes docs/BENCHMARKS.md and, when the results hold the peers figure, docs/bench-chart.svg. */
@@ -254,8 +315,14 @@ export function writeDocs(results: Results): string[] {
     written.push(chart);
   }
   const page = join(DOCS, 'BENCHMARKS.md');
-  const profile = newestProfile();
-  writeFileSync(page, renderMarkdown(results, peers ? 'bench-chart.svg' : null) + (profile ? `\n${renderProfile(profile)}` : ''));
+  const profile = newest<ProfileResults>(/^profile-.*\.json$/);
+  const variants = newest<CpuVariantResults>(/-cpu-variants\.json$/);
+  writeFileSync(
+    page,
+    renderMarkdown(results, peers ? 'bench-chart.svg' : null) +
+      (profile ? `\n${renderProfile(profile)}` : '') +
+      (variants ? `\n${renderCpuVariants(variants)}` : ''),
+  );
   written.push(page);
   return written.map((file) => relative(ROOT, file));
 }
