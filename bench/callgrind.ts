@@ -37,7 +37,7 @@ for (const arg of program.args) {
     // --smc-check: V8 writes machine code into anonymous memory and rewrites it.
     wrapper: ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', '--instr-atstart=no', `--callgrind-out-file=${join(dir, 'callgrind.out')}`],
   });
-  let requests = 0;
+  let requests: number;
   try {
     const pid = server.proc.pid!;
     await loadOf(server.url, 50, options.warmup, putRequest);
