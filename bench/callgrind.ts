@@ -22,7 +22,7 @@ const program = new Command('bench/callgrind.ts')
   .parse();
 const options = program.opts<{ seconds: number; warmup: number; out?: string }>();
 
-const control = (pid: number, ...args: string[]) => execFileSync('callgrind_control', [...args, String(pid)], { stdio: 'ignore' });
+const control = (pid: number, ...args: string[]) => execFileSync('callgrind_control', [...args, String(pid)], { stdio: ['ignore', 'inherit', 'inherit'] });
 
 const results = [];
 for (const arg of program.args) {
@@ -30,7 +30,8 @@ for (const arg of program.args) {
   const [entry, ...envs] = arg.slice(arg.indexOf('=') + 1).split(';');
   const env = Object.fromEntries(envs.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
   const dir = mkdtempSync(join(tmpdir(), 'statelog-callgrind-'));
-  const server = await startStatelog(env, {
+  // No overload sampling: under valgrind every event-loop turn is slow, and 503s are no PUTs.
+  const server = await startStatelog({ STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', ...env }, {
     entry: entry!,
     output: 'discard',
     startupMs: 600_000,
