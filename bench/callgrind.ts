@@ -2,8 +2,9 @@
 // shared machine, unlike any time. Each side (a compiled server, with its environment)
 // runs under valgrind without instrumentation until warm, then the c = 50 PUT load runs
 // with the counters zeroed before and dumped after; the count is divided by the answers.
-// Under valgrind a server is some 50 times slower, so c = 50 keeps it saturated and every
-// group commit full, alike for every side.
+// Under callgrind a server is some hundred times slower: the load is c = 8 (default) with
+// a long time-out, which keeps it saturated and its group commits full, alike for every
+// side; what differs between sides is the work each request does.
 //   npx tsx bench/callgrind.ts [--seconds 20 --warmup 20] 'name=entry[;ENV=value...]' ...
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,18 +12,23 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Command } from 'commander';
 import { startStatelog } from './lib.js';
-import { loadOf } from './load.js';
+import { load, prebuilt } from './load.js';
 import { putRequest } from './write.js';
 
 const program = new Command('bench/callgrind.ts')
   .argument('<sides...>', 'name=entry[;ENV=value...]')
   .option('--seconds <n>', 'seconds of counted load', Number, 20)
-  .option('--warmup <n>', 'seconds of load before counting (JIT warm-up)', Number, 20)
-  .option('--out <file>', 'also write the figures as JSON')
+  .option('--warmup <n>', 'seconds of load before counting (JIT warm-up), half without instrumentation and half with', Number, 20)
+  .option('--connections <n>', 'concurrent PUTs', Number, 8)
+  .option('--out <file>', 'also write the figures as JSON (bench/results/<date>-callgrind.json is shown by bench/report.ts)')
+  .option('--note <text...>', 'notes kept with the figures (shown under the table)')
   .parse();
-const options = program.opts<{ seconds: number; warmup: number; out?: string }>();
+const options = program.opts<{ seconds: number; warmup: number; connections: number; out?: string; note?: string[] }>();
+const put = (url: string, seconds: number) => load({ url, connections: options.connections, seconds, requests: prebuilt(putRequest), timeoutSeconds: 120 });
 
-const control = (pid: number, ...args: string[]) => execFileSync('callgrind_control', [...args, String(pid)], { stdio: ['ignore', 'inherit', 'inherit'] });
+// vgdb finds the server by a file named after $USER and $HOST: the server runs with HOST=127.0.0.1.
+const control = (pid: number, ...args: string[]) =>
+  execFileSync('callgrind_control', [...args, String(pid)], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, HOST: '127.0.0.1' } });
 
 const results = [];
 for (const arg of program.args) {
@@ -41,13 +47,14 @@ for (const arg of program.args) {
   let requests: number;
   try {
     const pid = server.proc.pid!;
-    await loadOf(server.url, 50, options.warmup, putRequest);
+    await put(server.url, options.warmup / 2);
+    // Turning instrumentation on translates all code again: slow for a while, not counted.
     control(pid, '-i', 'on');
-    await loadOf(server.url, 50, 2, putRequest);
+    await put(server.url, options.warmup / 2);
     control(pid, '-z');
-    const load = await loadOf(server.url, 50, options.seconds, putRequest);
+    const counted = await put(server.url, options.seconds);
     control(pid, '-d');
-    requests = load.requests;
+    requests = counted.requests;
   } finally {
     await server.stop();
   }
@@ -62,5 +69,6 @@ for (const arg of program.args) {
 }
 if (options.out) {
   mkdirSync(dirname(options.out), { recursive: true });
-  writeFileSync(options.out, `${JSON.stringify({ at: new Date().toISOString(), options, results }, null, 2)}\n`);
+  const command = `npx tsx bench/callgrind.ts --seconds ${options.seconds} --warmup ${options.warmup} --connections ${options.connections} ${program.args.map((a) => `'${a}'`).join(' ')}`;
+  writeFileSync(options.out, `${JSON.stringify({ at: new Date().toISOString(), command, options: { seconds: options.seconds, warmup: options.warmup, connections: options.connections }, results, notes: options.note ?? [] }, null, 2)}\n`);
 }

@@ -8,8 +8,8 @@ import { parentPort, workerData } from 'node:worker_threads';
 import autocannon from 'autocannon';
 import hdr from 'hdr-histogram-js';
 
-/** @type {{ url: string, connections: number, seconds: number, requests: { method: string, path: string, body?: string }[] }} */
-const { url, connections, seconds, requests } = workerData;
+/** @type {{ url: string, connections: number, seconds: number, timeout: number, requests: { method: string, path: string, body?: string }[] }} */
+const { url, connections, seconds, timeout, requests } = workerData;
 
 const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
 const prepared = requests.map((r) => ({
@@ -35,6 +35,7 @@ const instance = autocannon(
     url,
     connections,
     duration: seconds,
+    timeout,
     requests: prepared.slice(0, 1),
     setupClient: (client) => client.setRequests(drawn(prepared)),
   },

@@ -99,6 +99,20 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     'checking clients. Servers run with `LOG_LEVEL=warn` (no access-log line per request), the',
     'baseline alike.',
     '',
+    ...(results.figures.some((f) => f.name === 'generator')
+      ? []
+      : [
+          `**This run predates that generator**: its figures were measured with ${results.versions['load generator'] ?? 'an earlier generator'}`,
+          '(`bench/closed-loop.ts`: one closed loop in the runner\'s process, which saturates a core before the bare route does,',
+          'so its ratios to the bare route are against the client\'s ceiling, not the machine\'s). `npm run bench` re-measures',
+          'every figure with the present one.',
+          '',
+        ]),
+    'etcd, the peer of the durable PUT, is one member started by the `peers` figure with its defaults (its raft WAL',
+    'fsynced before a put is answered, as in production) and a data directory in the temp folder; each put is',
+    '`POST /v3/kv/put` to its gRPC JSON gateway, `{"key":"<base64>","value":"<base64>"}`, with the same keys and',
+    'values as statelog\'s PUT, sent by the same generator over the same 50 connections, in turns with statelog.',
+    '',
     '## Machine',
     '',
     '| | |',
@@ -303,6 +317,34 @@ export function renderCpuVariants(v: CpuVariantResults): string {
   ].join('\n');
 }
 
+/** What bench/callgrind.ts --out writes. */
+export interface CallgrindResults {
+  at: string;
+  command?: string;
+  options: { seconds: number; warmup: number; connections?: number };
+  results: { name: string; requests: number; instructions: number; instructionsPerRequest: number }[];
+  notes?: string[];
+}
+
+/** Instructions a request of builds or settings, from the newest bench/results/*-callgrind.json. */
+export function renderCallgrind(c: CallgrindResults): string {
+  const first = c.results[0]!;
+  return [
+    '## Changes measured by instructions a request (callgrind)',
+    '',
+    `${c.command ? `\`${c.command}\`` : 'bench/callgrind.ts'} on ${c.at.slice(0, 10)}: each server under valgrind's callgrind, warmed up for`,
+    `${c.options.warmup} s of a PUT load of ${c.options.connections ?? 50} connections, then ${c.options.seconds} s of it counted: every instruction of every thread`,
+    'of the server, divided by the PUTs answered. No other job on the machine moves the count; under valgrind the',
+    'server is saturated, so its group commits are full alike for every side.',
+    '',
+    `| server | instructions a request | ratio to "${first.name}" | PUTs counted |`,
+    '| --- | ---: | ---: | ---: |',
+    ...c.results.map((r) => `| ${r.name} | ${formatNumber(r.instructionsPerRequest)} | ${formatNumber(r.instructionsPerRequest / first.instructionsPerRequest, 3)} | ${formatNumber(r.requests)} |`),
+    '',
+    ...(c.notes ?? []).flatMap((note) => [note, '']),
+  ].join('\n');
+}
+
 function newest<T>(pattern: RegExp): T | null {
   const dir = join(ROOT, 'bench', 'results');
   const file = readdirSync(dir).filter((name) => pattern.test(name)).sort().at(-1);
@@ -321,11 +363,13 @@ export function writeDocs(results: Results): string[] {
   const page = join(DOCS, 'BENCHMARKS.md');
   const profile = newest<ProfileResults>(/^profile-.*\.json$/);
   const variants = newest<CpuVariantResults>(/-cpu-variants\.json$/);
+  const callgrind = newest<CallgrindResults>(/-callgrind\.json$/);
   writeFileSync(
     page,
     renderMarkdown(results, peers ? 'bench-chart.svg' : null) +
       (profile ? `\n${renderProfile(profile)}` : '') +
-      (variants ? `\n${renderCpuVariants(variants)}` : ''),
+      (variants ? `\n${renderCpuVariants(variants)}` : '') +
+      (callgrind ? `\n${renderCallgrind(callgrind)}` : ''),
   );
   written.push(page);
   return written.map((file) => relative(ROOT, file));
