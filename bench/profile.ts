@@ -286,7 +286,7 @@ for (const [name, v] of Object.entries(variantResults)) {
 
 const resultsDir = join(ROOT, 'bench', 'results');
 mkdirSync(resultsDir, { recursive: true });
-const file = join(resultsDir, `profile-${new Date().toISOString().slice(0, 10)}.json`);
+const file = join(resultsDir, `${new Date().toISOString().slice(0, 10)}-profile.json`);
 writeFileSync(
   file,
   `${JSON.stringify({ at: new Date().toISOString(), command: 'npm run bench:profile', options, load: { before: loadBefore, after: loadAverage() }, profile, fsync, variants: variantResults }, null, 2)}\n`,

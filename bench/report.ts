@@ -74,6 +74,13 @@ function targetsTable(results: Results): string[] {
   ];
 }
 
+function generatorThreadsText(results: Results): string {
+  const threads = results.figures.find((f) => f.name === 'generator')?.settings?.threads;
+  return typeof threads === 'number'
+    ? `${threads} worker thread${threads === 1 ? '' : 's'}`
+    : 'worker threads (half the cores unless BENCH_GENERATOR_THREADS says otherwise)';
+}
+
 export function renderMarkdown(results: Results, chartFile: string | null): string {
   const m = results.machine;
   const lines = [
@@ -90,7 +97,7 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     '',
     'The load generator of every HTTP throughput figure (PUT, GET, batches, etcd, the bare route) is',
     '`bench/load.ts`: autocannon\'s closed loop (each connection sends its next request as soon as the',
-    `last is answered) in ${String(results.figures.find((f) => f.name === 'generator')?.settings?.threads ?? 'BENCH_GENERATOR_THREADS')} worker thread(s) of the runner, each connection sending its own random`,
+    `last is answered) in ${generatorThreadsText(results)} of the runner, each connection sending its own random`,
     'draw of pre-built requests, latency recorded in microseconds. The `generator` figure holds it to',
     'the autocannon command line (one process, the reference) on the bare route in the same run: at',
     'or above 95 % of the command line\'s rate, the ratios to the bare route are against what this',
@@ -345,9 +352,14 @@ export function renderCallgrind(c: CallgrindResults): string {
   ].join('\n');
 }
 
+/** The newest results file whose name matches, by the date in its name (<date>-<figure>.json or <figure>-<date>.json). */
 function newest<T>(pattern: RegExp): T | null {
   const dir = join(ROOT, 'bench', 'results');
-  const file = readdirSync(dir).filter((name) => pattern.test(name)).sort().at(-1);
+  const dated = (name: string) => /\d{4}-\d{2}-\d{2}/.exec(name)?.[0] ?? '';
+  const file = readdirSync(dir)
+    .filter((name) => pattern.test(name))
+    .sort((a, b) => dated(a).localeCompare(dated(b)))
+    .at(-1);
   return file ? (JSON.parse(readFileSync(join(dir, file), 'utf8')) as T) : null;
 }
 
@@ -361,7 +373,7 @@ export function writeDocs(results: Results): string[] {
     written.push(chart);
   }
   const page = join(DOCS, 'BENCHMARKS.md');
-  const profile = newest<ProfileResults>(/^profile-.*\.json$/);
+  const profile = newest<ProfileResults>(/^(profile-.*|\d{4}-\d{2}-\d{2}-profile)\.json$/);
   const variants = newest<CpuVariantResults>(/-cpu-variants\.json$/);
   const callgrind = newest<CallgrindResults>(/-callgrind\.json$/);
   writeFileSync(
