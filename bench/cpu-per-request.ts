@@ -11,17 +11,19 @@ import { loadAverage } from './facts.js';
 import { processSeconds } from './cpu-share.js';
 import { alternate, ratios } from './figure.js';
 import { round, startStatelog, summary, type Server } from './lib.js';
-import { loadOf } from './load.js';
+import { load, prebuilt } from './load.js';
 import { putRequest } from './write.js';
 
 const program = new Command('bench/cpu-per-request.ts')
   .argument('<sides...>', "name=entry[;ENV=value...] (the first side is the baseline)")
   .option('--rounds <n>', 'rounds', Number, 6)
   .option('--seconds <n>', 'seconds of load a side a round', Number, 3)
+  .option('--rate <n>', 'PUTs a second in all instead of as fast as answered: the same group sizes for every side', Number)
   .option('--out <file>', 'also write the figures as JSON (bench/results/<date>-cpu-variants.json is shown by bench/report.ts)')
   .option('--note <text...>', 'notes kept with the figures (shown under the table)')
   .parse();
-const options = program.opts<{ rounds: number; seconds: number; out?: string; note?: string[] }>();
+const options = program.opts<{ rounds: number; seconds: number; rate?: number; out?: string; note?: string[] }>();
+const put = (url: string, seconds: number) => load({ url, connections: 50, seconds, requests: prebuilt(putRequest), ...(options.rate ? { rate: options.rate } : {}) });
 const loadBefore = loadAverage();
 
 const sides = program.args.map((arg) => {
@@ -37,11 +39,11 @@ try {
     // Access-log lines go into a pipe that is read and dropped, as a log shipper would take them.
     servers.set(side.name, await startStatelog(side.env, { entry: side.entry, output: 'discard' }));
   }
-  for (const name of names) await loadOf(servers.get(name)!.url, 50, 1, putRequest);
+  for (const name of names) await put(servers.get(name)!.url, 1);
   const runs = await alternate(options.rounds, names, async (name, index) => {
     const pid = servers.get(name)!.proc.pid!;
     const before = processSeconds(pid);
-    const result = await loadOf(servers.get(name)!.url, 50, options.seconds, putRequest);
+    const result = await put(servers.get(name)!.url, options.seconds);
     const cpuUs = ((processSeconds(pid) - before) * 1e6) / result.requests;
     console.log(`round ${index + 1}: ${name} ${result.rps.toFixed(0)} req/s, p99 ${result.p99.toFixed(1)} ms, ${cpuUs.toFixed(1)} µs CPU a request`);
     return { rps: result.rps, p99: result.p99, cpuUs };
@@ -61,8 +63,8 @@ try {
     );
   }
   if (options.out) {
-    const command = `npx tsx bench/cpu-per-request.ts --rounds ${options.rounds} --seconds ${options.seconds} ${program.args.map((a) => `'${a}'`).join(' ')}`;
-    const saved = { at: new Date().toISOString(), command, rounds: options.rounds, seconds: options.seconds, load: { before: loadBefore, after: loadAverage() }, sides: figures, notes: options.note ?? [] };
+    const command = `npx tsx bench/cpu-per-request.ts --rounds ${options.rounds} --seconds ${options.seconds}${options.rate ? ` --rate ${options.rate}` : ''} ${program.args.map((a) => `'${a}'`).join(' ')}`;
+    const saved = { at: new Date().toISOString(), command, rounds: options.rounds, seconds: options.seconds, rate: options.rate ?? null, load: { before: loadBefore, after: loadAverage() }, sides: figures, notes: options.note ?? [] };
     mkdirSync(dirname(options.out), { recursive: true });
     writeFileSync(options.out, `${JSON.stringify(saved, null, 2)}\n`);
     console.log(`results: ${options.out}`);

@@ -8,8 +8,8 @@ import { parentPort, workerData } from 'node:worker_threads';
 import autocannon from 'autocannon';
 import hdr from 'hdr-histogram-js';
 
-/** @type {{ url: string, connections: number, seconds: number, timeout: number, requests: { method: string, path: string, body?: string }[] }} */
-const { url, connections, seconds, timeout, requests } = workerData;
+/** @type {{ url: string, connections: number, seconds: number, timeout: number, rate: number | null, requests: { method: string, path: string, body?: string }[] }} */
+const { url, connections, seconds, timeout, rate, requests } = workerData;
 
 const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
 const prepared = requests.map((r) => ({
@@ -36,6 +36,7 @@ const instance = autocannon(
     connections,
     duration: seconds,
     timeout,
+    ...(rate === null ? {} : { overallRate: Math.max(1, Math.round(rate)) }),
     requests: prepared.slice(0, 1),
     setupClient: (client) => client.setRequests(drawn(prepared)),
   },

@@ -36,6 +36,8 @@ export interface LoadOptions {
   threads?: number;
   /** Seconds before a request counts as timed out (autocannon's default: 10). */
   timeoutSeconds?: number;
+  /** Requests a second in all, spread over the threads; unset: as fast as answered. */
+  rate?: number;
 }
 
 interface ThreadResult {
@@ -47,9 +49,9 @@ interface ThreadResult {
   firstFailure: string | null;
 }
 
-function runThread(url: string, connections: number, seconds: number, requests: HttpRequest[], timeout: number): Promise<ThreadResult> {
+function runThread(url: string, connections: number, seconds: number, requests: HttpRequest[], timeout: number, rate: number | null): Promise<ThreadResult> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL('./load-worker.mjs', import.meta.url), { workerData: { url, connections, seconds, requests, timeout } });
+    const worker = new Worker(new URL('./load-worker.mjs', import.meta.url), { workerData: { url, connections, seconds, requests, timeout, rate } });
     let result: ThreadResult | undefined;
     worker.once('message', (message: ThreadResult) => (result = message));
     worker.once('error', reject);
@@ -64,7 +66,10 @@ function runThread(url: string, connections: number, seconds: number, requests: 
 export async function load(options: LoadOptions): Promise<LoopResult> {
   const threads = options.threads ?? generatorThreads(options.connections);
   const shares = Array.from({ length: threads }, (_, i) => Math.floor(options.connections / threads) + (i < options.connections % threads ? 1 : 0));
-  const results = await Promise.all(shares.map((connections) => runThread(options.url, connections, options.seconds, options.requests, options.timeoutSeconds ?? 10)));
+  const rate = options.rate === undefined ? null : options.rate / threads;
+  const results = await Promise.all(
+    shares.map((connections) => runThread(options.url, connections, options.seconds, options.requests, options.timeoutSeconds ?? 10, rate)),
+  );
   const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
   for (const r of results) histogram.add(hdr.decodeFromCompressedBase64(r.histogram));
   const errors = results.reduce((n, r) => n + r.errors + r.non2xx, 0);

@@ -298,6 +298,7 @@ export interface CpuVariantResults {
   command: string;
   rounds: number;
   seconds: number;
+  rate?: number | null;
   load: { before: number[]; after: number[] };
   sides: { name: string; cpuUs: Summary; ratioToFirst: Summary; rps: Summary; p99: Summary }[];
   notes?: string[];
@@ -309,7 +310,7 @@ export function renderCpuVariants(v: CpuVariantResults): string {
   return [
     '## Changes measured by CPU time a request',
     '',
-    `\`${v.command}\` on ${v.at.slice(0, 10)} (load average ${v.load.before.join(', ')} before): the c = 50 PUT load on each`,
+    `\`${v.command}\` on ${v.at.slice(0, 10)} (load average ${v.load.before.join(', ')} before): ${v.rate ? `${v.rate} PUTs a second (paced) over 50 connections` : 'the c = 50 PUT load'} on each`,
     `build or setting in turn, ${v.rounds} rounds of ${v.seconds} s, CPU time of the server process from /proc divided by the`,
     'requests answered. Median of the rounds, min–max in brackets; the ratio is taken round by round.',
     '',
