@@ -1,13 +1,14 @@
 // Where a durable PUT's time goes, on the compiled server (npm run build first; the npm
-// script does it) under the suite's c = 50 PUT load:
-//   1. a V8 CPU profile (node --cpu-prof), summarised by area and by function;
+// script does it) under the suite's c = 50 PUT load (bench/load.ts):
+//   1. a V8 CPU profile (node --cpu-prof) at LOG_LEVEL=info (--log-level), summarised by
+//      stage of a request and by function, with the process's CPU time a request;
 //   2. fsync calls counted and timed with strace (when installed): how long the event
 //      loop sits in fdatasync, and how many PUTs one fsync serves;
 //   3. the same load on variants of the server, alternating with the default in each
 //      round, each changed by the environment only: STATELOG_SYNC=normal (no fsync),
 //      LOG_LEVEL=info (an access-log line a request, the production default),
 //      STATELOG_MAX_EVENT_LOOP_DELAY_MS=0 (no overload sampling), and through tsx.
-//   npm run bench:profile [-- --seconds 10 --rounds 3]
+//   npm run bench:profile [-- --seconds 10 --rounds 3 --profile-only]
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
