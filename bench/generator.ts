@@ -36,7 +36,7 @@ export const generatorFigure: Figure = {
       });
       const pick = (side: keyof typeof runs, field: 'rps' | 'p99') => runs[side].map((r) => r[field]);
       return {
-        scale: `${connections} connections, ${settings.seconds} s a side a round; the generator: autocannon in ${threads} worker thread(s), random keys of 10,000`,
+        scale: `${connections} connections, ${settings.seconds} s a side a round; the generator: autocannon in ${threads} process(es), random keys of 10,000`,
         settings: { connections, seconds: settings.seconds, rounds: settings.rounds, threads, reference: command, failedRequests: [...runs.generator, ...runs['autocannon CLI']].reduce((n, r) => n + r.errors, 0) },
         metrics: [
           { label: 'generator on the bare route', unit: 'req/s', values: pick('generator', 'rps') },

@@ -1,15 +1,14 @@
-// One thread of the load generator (bench/load.ts): autocannon's closed loop over this
-// thread's share of the connections. Plain JavaScript, because a worker thread does not
-// inherit tsx's loader. Each connection sends its own random draw of the pre-built
+// One process of the load generator (bench/load.ts): autocannon's closed loop over this
+// process's share of the connections, its settings from the parent by IPC. Plain
+// JavaScript, started by plain node, like the autocannon command line it is held to. Each connection sends its own random draw of the pre-built
 // requests (autocannon builds each request's bytes once, as its CLI does), and every
 // answer's latency is recorded in microseconds (autocannon's own histogram keeps whole
 // milliseconds, too coarse for p99 ratios of a few milliseconds).
-import { parentPort, workerData } from 'node:worker_threads';
 import autocannon from 'autocannon';
 import hdr from 'hdr-histogram-js';
 
 /** @type {{ url: string, connections: number, seconds: number, timeout: number, rate: number | null, requests: { method: string, path: string, body?: string }[] }} */
-const { url, connections, seconds, timeout, rate, requests } = workerData;
+const { url, connections, seconds, timeout, rate, requests } = await new Promise((resolve) => process.once('message', resolve));
 
 const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
 const prepared = requests.map((r) => ({
@@ -42,7 +41,7 @@ const instance = autocannon(
   },
   (err, result) => {
     if (err) throw err;
-    parentPort.postMessage({
+    process.send({
       ok,
       // Seconds from the first connection to the end, as autocannon measures its rate.
       elapsed: result.duration,
@@ -51,6 +50,7 @@ const instance = autocannon(
       non2xx: result.non2xx,
       firstFailure,
     });
+    process.disconnect();
   },
 );
 instance.on('response', (_client, status, _bytes, ms) => {

@@ -1,20 +1,20 @@
 // The suite's HTTP load generator: autocannon's closed loop (each connection sends its
-// next request as soon as the last is answered), spread over worker threads so that the
+// next request as soon as the last is answered), spread over child processes so that the
 // client is not what limits a fast server, with latency recorded in microseconds. The
 // reference it is held to is the autocannon command line, one process, on the same
 // route: bench/generator.ts measures both in one run.
-import { spawn } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
 import hdr from 'hdr-histogram-js';
 import type { HttpRequest, LoopResult } from './closed-loop.js';
 import { ROOT } from './lib.js';
 
 /**
- * Threads of the generator: BENCH_GENERATOR_THREADS, else half the cores (the server
- * under test gets the other half). On 2 cores one thread matches the autocannon command
- * line on the bare route; a second one only takes CPU from the server it measures.
+ * Processes of the generator: BENCH_GENERATOR_THREADS, else half the cores (the server
+ * under test gets the other half). On 2 cores one process is the autocannon command
+ * line's own setting; a second one only takes CPU from the server it measures.
  */
 export function generatorThreads(connections: number): number {
   const asked = Number(process.env.BENCH_GENERATOR_THREADS ?? Math.max(1, Math.floor(cpus().length / 2)));
@@ -51,11 +51,13 @@ interface ThreadResult {
 
 function runThread(url: string, connections: number, seconds: number, requests: HttpRequest[], timeout: number, rate: number | null): Promise<ThreadResult> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL('./load-worker.mjs', import.meta.url), { workerData: { url, connections, seconds, requests, timeout, rate } });
+    // Plain node, without the runner's tsx loader or flags.
+    const child = fork(fileURLToPath(new URL('./load-worker.mjs', import.meta.url)), [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     let result: ThreadResult | undefined;
-    worker.once('message', (message: ThreadResult) => (result = message));
-    worker.once('error', reject);
-    worker.once('exit', (code) => (result ? resolve(result) : reject(new Error(`a load thread exited with ${code} before reporting`))));
+    child.once('message', (message) => (result = message as ThreadResult));
+    child.once('error', reject);
+    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`a load process exited with ${code} before reporting`))));
+    child.send({ url, connections, seconds, requests, timeout, rate });
   });
 }
 

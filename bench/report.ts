@@ -77,8 +77,8 @@ function targetsTable(results: Results): string[] {
 function generatorThreadsText(results: Results): string {
   const threads = results.figures.find((f) => f.name === 'generator')?.settings?.threads;
   return typeof threads === 'number'
-    ? `${threads} worker thread${threads === 1 ? '' : 's'}`
-    : 'worker threads (half the cores unless BENCH_GENERATOR_THREADS says otherwise)';
+    ? `${threads} child process${threads === 1 ? '' : 'es'}`
+    : 'child processes (half the cores unless BENCH_GENERATOR_THREADS says otherwise)';
 }
 
 export function renderMarkdown(results: Results, chartFile: string | null): string {
@@ -97,8 +97,9 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     '',
     'The load generator of every HTTP throughput figure (PUT, GET, batches, etcd, the bare route) is',
     '`bench/load.ts`: autocannon\'s closed loop (each connection sends its next request as soon as the',
-    `last is answered) in ${generatorThreadsText(results)} of the runner, each connection sending its own random`,
-    'draw of pre-built requests, latency recorded in microseconds. The `generator` figure holds it to',
+    `last is answered) in ${generatorThreadsText(results)} of the runner (plain node, as the command line runs),`,
+    'each connection sending its own random draw of pre-built requests, latency recorded in',
+    'microseconds. The `generator` figure holds it to',
     'the autocannon command line (one process, the reference) on the bare route in the same run: at',
     'or above 95 % of the command line\'s rate, the ratios to the bare route are against what this',
     'machine serves, not against the client. NATS is driven by its own client in a closed loop',

@@ -47,7 +47,7 @@ describe('the load generator (bench/load.ts)', () => {
   let bare: Server;
   afterAll(() => bare?.stop());
 
-  it('counts answered PUTs with their latency over two threads, and the autocannon reference too', { timeout: 60_000 }, async () => {
+  it('counts answered PUTs with their latency over two processes, and the autocannon reference too', { timeout: 60_000 }, async () => {
     bare = await startBare();
     const result = await load({ url: bare.url, connections: 4, seconds: 0.3, requests: prebuilt(putRequest, 20), threads: 2 });
     expect(result.errors).toBe(0);
