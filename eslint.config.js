@@ -2,8 +2,13 @@ import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
+/** An import boundary: files matching `files` may not import what `regex` matches. */
+function boundary(files, regex, message) {
+  return { files, rules: { 'no-restricted-imports': ['error', { patterns: [{ regex, message }] }] } };
+}
+
 export default tseslint.config(
-  { ignores: ['dist/', '.variant-*/', '.base-*/', 'node_modules/', 'coverage/', 'bench/results/', 'test-artifacts/'] },
+  { ignores: ['dist/', '**/dist/', '.variant-*/', '.base-*/', 'node_modules/', 'coverage/', 'bench/results/', 'test-artifacts/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -15,4 +20,24 @@ export default tseslint.config(
   },
   // The dashboard's code runs in the browser.
   { files: ['ui/**/*.ts'], languageOptions: { globals: { ...globals.browser } } },
+
+  // The parts of the system, kept apart (test/lint-boundaries.test.ts shows a breach fails).
+  // Later entries for the same files win, so each part states all of its bans in one entry.
+  boundary(['src/**/*.ts'], '(^|/)(test|bench)/', 'the service never imports tests or benchmarks'),
+  boundary(
+    ['packages/client/**/*.ts'],
+    '^\\.\\./(?!\\.\\./\\.\\./src/contract/(?!render\\.js$))|^(fastify|@fastify/.+|better-sqlite3|pg|pino|prom-client|statelog)(/|$)',
+    'the client speaks HTTP only: of the server it imports the contract (src/contract) alone, and none of its packages',
+  ),
+  boundary(
+    ['src/contract/**/*.ts'],
+    '^\\.\\./(?!store/log-store\\.js$)|(^|/)(test|bench)/',
+    'the contract describes the API: it imports nothing of the server but the data model (store/log-store)',
+  ),
+  boundary(
+    ['src/store/**/*.ts'],
+    '(^|/)(http|routes|writes|feed|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench)/',
+    'a store reads and writes the log: it never imports HTTP, routes, the feed or the process',
+  ),
+  boundary(['ui/**/*.ts'], '^\\.\\./(?!src/contract/)', 'the dashboard imports only the contract (src/contract)'),
 );

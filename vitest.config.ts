@@ -1,3 +1,4 @@
+import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
 // The suite runs twice, once per store: the same test files against SQLite and against
@@ -19,13 +20,28 @@ const STORE_FREE = [
   'test/config.test.ts',
   'test/bench-smoke.test.ts',
   'test/tail-pages.test.ts',
+  'test/lint-boundaries.test.ts', // reads eslint.config.js, no store
   // The command-line client speaks HTTP only (its backup and restore are SQLite's): the
   // API it calls is tested on both stores elsewhere, and each of its steps starts a
   // process, half a minute of the suite a store.
   'test/cli.test.ts',
+  // HTTPS and CORS are the transport's: nothing in them depends on the store.
+  'test/tls.test.ts',
+  'test/cors.test.ts',
+  'test/dockerfile-build.test.ts',
+  // The README's commands against a server process: HTTP only, like the CLI.
+  'test/readme.test.ts',
 ];
 
+/**
+ * The Dockerfile's steps run for real (a full `npm ci`, the native module compiled): minutes
+ * long, so only when asked (`npm run test:dockerfile`, which .ci/run runs).
+ */
+const SLOW = process.env.STATELOG_TEST_DOCKERFILE === '1' ? [] : ['test/dockerfile-build.test.ts'];
+
 export default defineConfig({
+  // The workspace packages (packages/*) are tested from their TypeScript, not their build.
+  ssr: { resolve: { conditions: ['@statelog/source', ...defaultServerConditions] } },
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,
@@ -38,7 +54,7 @@ export default defineConfig({
         test: {
           name: 'sqlite',
           include: ['test/**/*.test.ts'],
-          exclude: POSTGRES_ONLY,
+          exclude: [...POSTGRES_ONLY, ...SLOW],
           env: { STATELOG_TEST_STORE: 'sqlite' },
           // The dashboard, built once for test/ui.
           globalSetup: ['test/support/ui-global-setup.ts'],

@@ -2,7 +2,7 @@
 // the same PUT body as statelog, and a GET that returns a constant.
 import Fastify from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { getKeySchema, putKeySchema } from '../src/schemas.js';
+import { getKeySchema, putKeySchema } from '../src/contract/schemas.js';
 
 const app = Fastify({ logger: { level: process.env.LOG_LEVEL ?? 'warn' }, routerOptions: { maxParamLength: 2048 } }).withTypeProvider<TypeBoxTypeProvider>();
 app.put('/v1/keys/:key', { schema: putKeySchema }, async (req) => ({ key: req.params.key, offset: 1 }));

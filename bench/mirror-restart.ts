@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { StateMirror, StatelogClient } from '../src/client/index.js';
+import { StateMirror, StatelogClient } from '@statelog/client';
 import type { Figure } from './figure.js';
 import { envNumber, startStatelog } from './lib.js';
 

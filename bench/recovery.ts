@@ -5,8 +5,8 @@
 //   npm run bench -- --only recovery      the suite's size: 10,000 keys x 100 versions
 //   npm run bench:recovery                full size: 100,000 keys x 100 versions
 // Full-size settings: BENCH_KEYS, BENCH_VERSIONS, BENCH_RUNS (default 3), BENCH_DIR.
-import { Compactor, DEFAULT_BUDGET } from '../src/compactor.js';
-import { SqliteStore } from '../src/store/sqlite-store.js';
+import { Compactor, DEFAULT_BUDGET } from '../src/compaction/compactor.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
 import type { Figure, RunSettings } from './figure.js';
 import { envNumber, filledTemplate, median, secondsText, workingCopy } from './lib.js';
 

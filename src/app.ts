@@ -11,16 +11,17 @@ import Fastify, {
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
+import cors from '@fastify/cors';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import secureJson from 'secure-json-parse';
-import { Authenticator } from './auth.js';
+import { Authenticator } from './http/auth.js';
 import type { Config } from './config.js';
-import { ChangeNotifier } from './change-notifier.js';
-import { Compactor, compactionSettings } from './compactor.js';
-import { ApiError } from './errors.js';
-import { clientErrorHandler, errorHandler, notFoundHandler } from './error-handler.js';
+import { ChangeNotifier } from './feed/change-notifier.js';
+import { Compactor, compactionSettings } from './compaction/compactor.js';
+import { ApiError } from './contract/errors.js';
+import { clientErrorHandler, errorHandler, notFoundHandler } from './http/error-handler.js';
 import { Metrics } from './metrics.js';
-import { registerOverload } from './overload.js';
+import { registerOverload } from './http/overload.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
 import { adminRoutes } from './routes/admin.js';
@@ -30,10 +31,10 @@ import { recordRoutes } from './routes/records.js';
 import { snapshotRoutes } from './routes/snapshot.js';
 import { uiRoutes } from './routes/ui.js';
 import type { AppServices, Lifecycle } from './services.js';
-import { trackConnections } from './silent-connections.js';
-import { SnapshotSlots } from './snapshot-slots.js';
+import { trackConnections } from './http/silent-connections.js';
+import { SnapshotSlots } from './feed/snapshot-slots.js';
 import { openStore } from './store/open-store.js';
-import { WriteBatcher } from './write-batcher.js';
+import { WriteBatcher } from './writes/write-batcher.js';
 
 /** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
 export interface RouteEntry {
@@ -81,6 +82,12 @@ export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   };
 }
 
+/**
+ * Routes that machines poll: health checks, scrapes, and the dashboard's page and its
+ * stats every 2 s. Their successful answers are logged at debug, or they would drown the rest.
+ */
+const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
+
 /** One access-log line per request, when it completes, instead of fastify's two. */
 class AccessLog extends LogController {
   override incomingRequest(): void {}
@@ -88,6 +95,7 @@ class AccessLog extends LogController {
   override requestCompleted(err: Error | null, req: FastifyRequest, reply: FastifyReply): void {
     const line = { method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime };
     if (err) reply.log.error({ ...line, err }, 'request failed');
+    else if (reply.statusCode < 400 && POLLED_ROUTES.has(req.routeOptions.url ?? '')) reply.log.debug(line, 'request');
     else reply.log.info(line, 'request');
   }
 }
@@ -115,6 +123,31 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
     done(new ApiError('invalid_json', message));
   }
 }
+
+/**
+ * Node's server options: HTTP, or HTTPS with the configured certificate (server.ts
+ * replaces it on SIGHUP). A TLS connection that never finishes its handshake is given
+ * as long as a slow sender's headers.
+ */
+function serverOptions(config: Config) {
+  const http = {
+    headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
+    connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
+  };
+  if (!config.tls) return { http };
+  const { cert, key } = config.tls;
+  return { https: { ...http, cert, key, handshakeTimeout: SERVER_TIMEOUTS.headersTimeoutMs } };
+}
+
+/**
+ * The headers a browser page on an allowed origin may send and read. Exposed: what the
+ * API answers with beyond the CORS-safelisted ones (offsets as ETag, the snapshot's
+ * position, Retry-After on 429 and 503, the request id).
+ */
+export const CORS_HEADERS = {
+  allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
+  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate'],
+};
 
 export async function buildApp(config: Config): Promise<App> {
   const store = await openStore(config);
@@ -148,10 +181,7 @@ export async function buildApp(config: Config): Promise<App> {
     keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
     requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
     connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
-    http: {
-      headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
-      connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
-    },
+    ...serverOptions(config),
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
     logController: accessLog,
@@ -196,6 +226,17 @@ export async function buildApp(config: Config): Promise<App> {
     }
     done();
   });
+  // Before auth: a preflight carries no token and is answered here, and every answer,
+  // a refusal included, carries the CORS headers the page needs to read it.
+  if (config.corsOrigins) {
+    await app.register(cors, {
+      origin: config.corsOrigins[0] === '*' ? '*' : config.corsOrigins,
+      methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+      allowedHeaders: CORS_HEADERS.allowed,
+      exposedHeaders: CORS_HEADERS.exposed,
+      maxAge: 600,
+    });
+  }
   await registerOverload(app, config);
   // Also runs for paths that match no route, so an unknown /v1 path is refused with
   // 401 or 403 before anyone learns that it does not exist.
@@ -203,7 +244,7 @@ export async function buildApp(config: Config): Promise<App> {
     app.addHook('onRequest', (req, _reply, done) => done(auth.check(req) ?? undefined));
   }
   app.addHook('onResponse', (req, reply, done) => {
-    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime);
+    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime, req.raw);
     done();
   });
   app.addHook('onSend', (req, reply, payload, done) => {
@@ -235,6 +276,7 @@ export async function buildApp(config: Config): Promise<App> {
     tombstonesRemoved: compactor.tombstonesRemoved,
     lastDurationMs: compactor.lastCompaction?.durationMs ?? 0,
     totalDurationMs: compactor.durationMsTotal,
+    lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
   }));
   await app.register(adminRoutes, { compactor });
   await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });

@@ -1,10 +1,10 @@
 // What the routes are given: built once by app.ts and passed explicitly to each
 // route plugin, so nothing depends on registration order or decorators.
 import type { Config } from './config.js';
-import type { ChangeNotifier } from './change-notifier.js';
+import type { ChangeNotifier } from './feed/change-notifier.js';
 import type { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
-import type { WriteBatcher } from './write-batcher.js';
+import type { WriteBatcher } from './writes/write-batcher.js';
 
 export interface Lifecycle {
   /** Set when shutdown begins: readiness fails and long polls and streams end. */

@@ -1,6 +1,6 @@
 // Auth: every route × every kind of caller, with tokens set and with auth off.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { Authenticator, requiredRole } from '../src/auth.js';
+import { Authenticator, requiredRole } from '../src/http/auth.js';
 import type { Role } from '../src/config.js';
 import { startApp, type TestApp } from './helpers.js';
 import { bearer, portOf, send, type Received } from './support/http.js';

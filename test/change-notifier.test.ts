@@ -1,7 +1,7 @@
 // The waits behind long polls and change streams: each ends on the first of a publish,
 // its deadline, or its signal, and leaves nothing registered behind it.
 import { describe, expect, it } from 'vitest';
-import { ChangeNotifier, RepeatedWaiter } from '../src/change-notifier.js';
+import { ChangeNotifier, RepeatedWaiter } from '../src/feed/change-notifier.js';
 
 const FAR = () => Date.now() + 60_000;
 

@@ -3,7 +3,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CompactionStopped, compactionDue, type CompactionSettings } from '../src/compactor.js';
+import { CompactionStopped, compactionDue, type CompactionSettings } from '../src/compaction/compactor.js';
 import type { LogStore } from '../src/store/log-store.js';
 import { keyName } from './fill-log.js';
 import { fileDatabase } from './helpers.js';

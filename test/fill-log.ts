@@ -3,7 +3,7 @@
 // counters in `meta` are set exactly, as the store would have kept them. fillLog writes
 // a SQLite file; test/support/store-access.ts writes the same log into PostgreSQL.
 import Database from 'better-sqlite3';
-import { SqliteStore } from '../src/store/sqlite-store.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
 
 export interface FillOptions {
   records: number;

@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startApp, type TestApp } from './helpers.js';
 import type { WriteRequest } from '../src/store/log-store.js';
-import { jsonAnswer } from '../src/render.js';
+import { jsonAnswer } from '../src/contract/render.js';
 
 let t: TestApp;
 let transactions: number[];

@@ -141,7 +141,7 @@ describe('a client that half-closes once its request is sent', () => {
       socket.on('close', () => resolve(answer));
     });
 
-  // A long poll or stream takes the FIN as the client leaving (src/request-lifetime.ts):
+  // A long poll or stream takes the FIN as the client leaving (src/http/request-lifetime.ts):
   // it is answered at once with what there is.
   it('still gets the answer to a write (after its fsync) and to a long poll', async () => {
     const body = '{"value":1}';

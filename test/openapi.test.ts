@@ -1,6 +1,6 @@
 // openapi.yaml against the code: the document is valid OpenAPI 3.1 and its schemas
 // compile; it lists exactly the routes the app registers; its request schemas accept
-// what the server accepts; it documents auth as src/auth.ts applies it; and real
+// what the server accepts; it documents auth as src/http/auth.ts applies it; and real
 // answers, for every documented status of every route, match it
 // (test/support/openapi-responses.ts): ordinary requests, then with tokens, while the
 // event loop is saturated, with readers that stop reading, while shutting down and when
@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import supertest, { type Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requiredRole } from '../src/auth.js';
+import { requiredRole } from '../src/http/auth.js';
 import type { Role } from '../src/config.js';
 import { json, startApp, type TestApp } from './helpers.js';
 import { baseUrl, SseClient, untilStalled } from './stream-clients.js';
@@ -44,6 +44,8 @@ interface Caller extends TestApp {
 }
 
 const keyPath = (key: string): string => `/v1/keys/${encodeURIComponent(key)}`;
+const HISTORY = 'GET /v1/keys/{key}/history';
+const historyPath = (key: string): string => `${keyPath(key)}/history`;
 const text = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
 
 function put(t: Caller, key: string, body: unknown, headers: Record<string, string> = {}) {
@@ -367,6 +369,29 @@ const cases: Case[] = [
     }),
   ),
 
+  // GET /v1/keys/{key}/history
+  {
+    route: HISTORY, status: 200, name: 'a full page has next',
+    send: async (t) => {
+      for (const value of [1, 2, 3]) await put(t, 'hist/a', { value });
+      await del(t, 'hist/a');
+      return t.http.get(historyPath('hist/a')).query({ limit: 3 });
+    },
+    check: (res) => expect(res.body.next).toBe(res.body.records[2].offset),
+  },
+  {
+    route: HISTORY, status: 200, name: 'the last page has next null; an unknown key, no records',
+    send: (t) => t.http.get(historyPath('hist/never')),
+    check: (res) => expect(res.body).toMatchObject({ records: [], next: null }),
+  },
+  ...['foo=1', 'limit=0', 'limit=1001', 'before=0', 'before=x'].map(
+    (query): Case => ({
+      route: HISTORY, status: 400, code: 'invalid_request', name: `query ${query}`,
+      send: (t) => t.http.get(`${historyPath('hist/a')}?${query}`),
+    }),
+  ),
+  { route: HISTORY, status: 400, code: 'invalid_key', name: 'a key over 512 bytes', send: (t) => t.http.get(historyPath('k'.repeat(513))) },
+
   // POST /v1/records
   {
     route: 'POST /v1/records', status: 200, name: 'a set, an incr and a delete',
@@ -678,6 +703,7 @@ const anyRequest: Record<string, (t: Caller) => PromiseLike<Answer>> = {
   [`GET ${KEY}`]: (t) => t.http.get(keyPath('any')),
   [`DELETE ${KEY}`]: (t) => del(t, 'any'),
   'GET /v1/keys': (t) => t.http.get('/v1/keys'),
+  [HISTORY]: (t) => t.http.get(historyPath('any')),
   'POST /v1/records': (t) => batch(t, [{ key: 'any', op: 'incr', by: 1 }]),
   'GET /v1/stats': (t) => t.http.get('/v1/stats'),
   'GET /healthz': (t) => t.http.get('/healthz'),
@@ -704,7 +730,7 @@ async function exercise(t: Caller, route: string, send: (t: Caller) => PromiseLi
   return verify(route, await send(t), status, code);
 }
 
-/** The role a documented operation needs, as src/auth.ts decides it (null: none). */
+/** The role a documented operation needs, as src/http/auth.ts decides it (null: none). */
 function roleFor(route: string): Role | null {
   const [method, template] = route.split(' ') as [string, string];
   return requiredRole(method, template.replace(/\{(\w+)\}/g, ':$1'), template);
@@ -745,7 +771,7 @@ describe('openapi.yaml', () => {
     }
   });
 
-  it('documents auth as src/auth.ts applies it: 401 where a token is needed, 403 where a lower role exists', () => {
+  it('documents auth as src/http/auth.ts applies it: 401 where a token is needed, 403 where a lower role exists', () => {
     const document = loadOpenApi();
     const statuses = new Set(documentedResponses());
     for (const route of documentedRoutes()) {

@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tempDir } from './helpers.js';
 import { runServerExpectingExit } from './support/child-server.js';
-import { MigrationError, migrate, SQLITE_MIGRATIONS_DIR } from '../src/store/sqlite-migrations.js';
+import { MigrationError, migrate, SQLITE_MIGRATIONS_DIR } from '../src/store/sqlite/migrations.js';
 
 let dir: string;
 afterEach(() => {

@@ -2,7 +2,7 @@
 // limits apply before large bodies are read, and answers show nothing of the insides.
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { toApiError } from '../src/error-handler.js';
+import { toApiError } from '../src/http/error-handler.js';
 import { LIST_PAGE_CHARS } from '../src/routes/keys.js';
 import { json, startApp, type TestApp } from './helpers.js';
 import { portOf } from './support/http.js';

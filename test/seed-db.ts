@@ -1,8 +1,8 @@
 // Fills a fresh database with live keys by direct SQL in one transaction: far faster
 // than the HTTP API for the large logs that the memory test and the benchmark need.
 // seedLiveKeys writes a SQLite file; test/support/store-access.ts seeds PostgreSQL.
-import { openDatabase } from '../src/store/sqlite-store.js';
-import { migrate } from '../src/store/sqlite-migrations.js';
+import { openDatabase } from '../src/store/sqlite/store.js';
+import { migrate } from '../src/store/sqlite/migrations.js';
 
 export interface SeedOptions {
   count: number;

@@ -2,8 +2,8 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SqliteCheckpointer } from '../src/store/sqlite-checkpointer.js';
-import type { SqliteStore } from '../src/store/sqlite-store.js';
+import { SqliteCheckpointer } from '../src/store/sqlite/checkpointer.js';
+import type { SqliteStore } from '../src/store/sqlite/store.js';
 import { tempDir } from './helpers.js';
 import { write } from './store-helpers.js';
 import { openSqliteStore } from './support/store-access.js';

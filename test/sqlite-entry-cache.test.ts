@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WriteOp, WriteRequest } from '../src/store/log-store.js';
-import type { SqliteStore } from '../src/store/sqlite-store.js';
+import type { SqliteStore } from '../src/store/sqlite/store.js';
 import { tempDir } from './helpers.js';
 import { write } from './store-helpers.js';
 import { openSqliteStore } from './support/store-access.js';

@@ -1,7 +1,7 @@
 // The store's live-key pages: JSON rendered by SQLite must be exactly what render.ts
 // renders, pages must walk every key once in byte order, and a closed reader must say so.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { entryJson, recordJson } from '../src/render.js';
+import { entryJson, recordJson } from '../src/contract/render.js';
 import { startApp, type TestApp } from './helpers.js';
 import { baseUrl, writeBatch } from './stream-clients.js';
 

@@ -5,8 +5,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FileHandle } from 'node:fs/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { SqliteStore } from '../src/store/sqlite-store.js';
-import { LOOP_FSYNC_MAX_MS, MAX_IN_FLIGHT, WalSyncer } from '../src/store/wal-syncer.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { LOOP_FSYNC_MAX_MS, MAX_IN_FLIGHT, WalSyncer } from '../src/store/sqlite/wal-syncer.js';
 import { tempDir } from './helpers.js';
 import { write } from './store-helpers.js';
 

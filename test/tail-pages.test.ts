@@ -2,7 +2,7 @@
 // of reach for a moment) must not be handed to the next reader as if it were the page.
 import { describe, expect, it } from 'vitest';
 import type { ChangesPage, LogStore } from '../src/store/log-store.js';
-import { TailPages } from '../src/tail-pages.js';
+import { TailPages } from '../src/feed/tail-pages.js';
 
 /** The slice of a store that TailPages reads, failing the first `failures` reads. */
 function flakyStore(failures: number): LogStore & { reads: number } {

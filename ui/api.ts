@@ -11,7 +11,7 @@ import type {
   LogRecord as LogRecordSchema,
   Static,
   statsSchema,
-} from '../src/schemas.js';
+} from '../src/contract/schemas.js';
 
 export type LogRecord = Static<typeof LogRecordSchema>;
 export type KeyEntry = Static<typeof Entry>;

@@ -1,9 +1,9 @@
 // /v1/admin: operations for the admin role. POST /v1/admin/compact runs a compaction
 // now and answers when it is done.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { CompactionStopped, type Compactor } from '../compactor.js';
-import { ApiError } from '../errors.js';
-import { compactSchema } from '../schemas.js';
+import { CompactionStopped, type Compactor } from '../compaction/compactor.js';
+import { ApiError } from '../contract/errors.js';
+import { compactSchema } from '../contract/schemas.js';
 
 export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor }> = async (app, { compactor }) => {
   app.post('/v1/admin/compact', { schema: compactSchema }, async (req) => {

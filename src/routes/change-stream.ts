@@ -1,17 +1,17 @@
 // GET /v1/changes/stream: the change feed as Server-Sent Events, optionally preceded by
 // a snapshot, resumable with Last-Event-ID.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkEpoch, checkReader } from '../change-feed.js';
-import { ChangeStreamSource, recordEvents } from '../change-stream-source.js';
-import { ApiError } from '../errors.js';
-import { checkPrefix } from '../key-rules.js';
-import { pullStream } from '../pull-stream.js';
-import { requestLifetime } from '../request-lifetime.js';
-import { changeStreamSchema } from '../schemas.js';
+import { checkEpoch, checkReader } from '../feed/change-feed.js';
+import { ChangeStreamSource, recordEvents } from '../feed/change-stream-source.js';
+import { ApiError } from '../contract/errors.js';
+import { checkPrefix } from '../contract/key-rules.js';
+import { pullStream } from '../http/pull-stream.js';
+import { requestLifetime } from '../http/request-lifetime.js';
+import { changeStreamSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import type { SnapshotSlots } from '../snapshot-slots.js';
-import { parseLastEventId } from '../sse.js';
-import { TailPages } from '../tail-pages.js';
+import type { SnapshotSlots } from '../feed/snapshot-slots.js';
+import { parseLastEventId } from '../http/sse.js';
+import { TailPages } from '../feed/tail-pages.js';
 
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */
 const STOPPED_READER_MS = 1000;
@@ -44,7 +44,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
-    const closed = metrics.openStream('sse');
+    const closed = metrics.openStream('sse', req.raw);
     const source = new ChangeStreamSource({ tail, notifier, prefix, after, snapshot, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind

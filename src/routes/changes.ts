@@ -1,13 +1,13 @@
 // GET /v1/changes: a page of the log after an offset, as a long poll when `wait` is given.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkEpoch, readFeed, type FeedPage } from '../change-feed.js';
-import { RepeatedWaiter } from '../change-notifier.js';
-import { checkPrefix } from '../key-rules.js';
-import { recordJson } from '../render.js';
-import { requestLifetime } from '../request-lifetime.js';
-import { changesSchema } from '../schemas.js';
+import { checkEpoch, readFeed, type FeedPage } from '../feed/change-feed.js';
+import { RepeatedWaiter } from '../feed/change-notifier.js';
+import { checkPrefix } from '../contract/key-rules.js';
+import { recordJson } from '../contract/render.js';
+import { requestLifetime } from '../http/request-lifetime.js';
+import { changesSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import { sendJsonText } from '../write-request.js';
+import { sendJsonText } from '../writes/write-request.js';
 
 /**
  * A page also ends once it holds this many characters of keys and values (and always
@@ -35,7 +35,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     if (page.records.length === 0 && wait > 0) {
       const lifetime = requestLifetime(reply, lifecycle.shutdown);
       const waiter = new RepeatedWaiter(notifier, lifetime.signal);
-      const closed = metrics.openStream('long_poll');
+      const closed = metrics.openStream('long_poll', req.raw);
       try {
         // Woken by every commit; commits of other prefixes just mean another look.
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {

@@ -1,7 +1,7 @@
 // Stats and health: what dashboards and operators read.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ApiError, databaseUnavailable } from '../errors.js';
-import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../schemas.js';
+import { ApiError, databaseUnavailable } from '../contract/errors.js';
+import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import { dirtyRatio } from '../store/log-store.js';
 

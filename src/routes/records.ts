@@ -1,12 +1,12 @@
 // POST /v1/records: an atomic batch of sets, deletes and increments.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ApiError } from '../errors.js';
-import { checkKey } from '../key-rules.js';
-import { failureAnswer, jsonAnswer } from '../render.js';
-import { postRecordsSchema, type BatchItem, type Static } from '../schemas.js';
+import { ApiError } from '../contract/errors.js';
+import { checkKey } from '../contract/key-rules.js';
+import { failureAnswer, jsonAnswer } from '../contract/render.js';
+import { postRecordsSchema, type BatchItem, type Static } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import type { WriteOp } from '../store/log-store.js';
-import { submitWrite, valueText } from '../write-request.js';
+import { submitWrite, valueText } from '../writes/write-request.js';
 
 function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: number): WriteOp {
   const key = checkKey(item.key, { index });

@@ -1,11 +1,11 @@
 // GET /v1/snapshot: every live key at one offset, as NDJSON, streamed page by page from
 // a read transaction on its own connection, as fast as the client reads and no faster.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkPrefix } from '../key-rules.js';
-import { pullStream } from '../pull-stream.js';
-import { snapshotSchema } from '../schemas.js';
+import { checkPrefix } from '../contract/key-rules.js';
+import { pullStream } from '../http/pull-stream.js';
+import { snapshotSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import type { SnapshotSlots } from '../snapshot-slots.js';
+import type { SnapshotSlots } from '../feed/snapshot-slots.js';
 import type { SnapshotReader } from '../store/log-store.js';
 
 /**
@@ -33,7 +33,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const prefix = checkPrefix(req.query.prefix);
     const { reader, release } = await slots.open(store, prefix);
 
-    const closed = metrics.openStream('snapshot');
+    const closed = metrics.openStream('snapshot', req.raw);
     let count = 0;
     let ended = false;
     // Shutdown cuts a snapshot short: without its last line the client knows it is incomplete.

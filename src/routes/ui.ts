@@ -11,7 +11,7 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../contract/errors.js';
 
 /** Where the build puts the page: <project>/dist/ui, from src/routes or dist/routes alike. */
 export const UI_DIR = fileURLToPath(new URL('../../dist/ui/', import.meta.url));

@@ -2,8 +2,8 @@
 // PostgreSQL database shared by several statelog nodes.
 import type { Config } from '../config.js';
 import type { LogStore } from './log-store.js';
-import { PgStore } from './pg-store.js';
-import { SqliteStore } from './sqlite-store.js';
+import { PgStore } from './postgres/store.js';
+import { SqliteStore } from './sqlite/store.js';
 
 export async function openStore(config: Config): Promise<LogStore> {
   if (config.store === 'postgres') {

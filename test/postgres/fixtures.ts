@@ -3,7 +3,7 @@
 // Writes without HTTP and reads of the whole log are those of any store (store-helpers.ts).
 import pg from 'pg';
 import type { StoredRecord } from '../../src/store/log-store.js';
-import { PgStore, type PgStoreOptions } from '../../src/store/pg-store.js';
+import { PgStore, type PgStoreOptions } from '../../src/store/postgres/store.js';
 import { createTestDatabase, type TestDatabase } from '../support/pg-database.js';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
 

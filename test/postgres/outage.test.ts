@@ -8,7 +8,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import parsePrometheus from 'parse-prometheus-text-format';
 import pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { toApiError } from '../../src/error-handler.js';
+import { toApiError } from '../../src/http/error-handler.js';
 import { isStoreUnavailable } from '../../src/store/unavailable.js';
 import { cuttableProxy, type CuttableProxy } from '../support/flaky-proxy.js';
 import type { UrlServer } from '../support/child-server.js';

@@ -10,7 +10,7 @@ import Fastify from 'fastify';
 import type { Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { errorHandler } from '../../src/error-handler.js';
+import { errorHandler } from '../../src/http/error-handler.js';
 import { acceptsGzip, loadAssets, uiRoutes } from '../../src/routes/ui.js';
 import { startApp, type TestApp } from '../helpers.js';
 import { bearer } from '../support/http.js';

@@ -1,0 +1,402 @@
+// A typed client for statelog's HTTP API, on Node's own fetch (through an undici Agent
+// that trusts `ca` when one is given, for a server with a private CA). Writes carry an
+// Idempotency-Key (generated unless given) and are retried on connection failures and
+// 503/429 with jittered backoff: a retry is answered from the server's memory of the
+// first attempt, so it never applies twice.
+import { randomUUID } from 'node:crypto';
+import { Agent } from 'undici';
+import type {
+  BatchItem as BatchItemSchema,
+  changesSchema,
+  compactSchema,
+  Entry as EntrySchema,
+  keyHistorySchema,
+  LastCompaction as LastCompactionSchema,
+  LogRecord as LogRecordSchema,
+  postRecordsSchema,
+  Static,
+  statsSchema,
+  Written as WrittenSchema,
+} from '../../../src/contract/schemas.js';
+import { CutStreamError, StatelogError } from './errors.js';
+import { backoffDelay, DEFAULT_RETRY, isConnectionError, sleep, type RetryPolicy } from './retry.js';
+
+/** A live key: its value, the offset of the record that set it, and that record's time (ms). */
+export type Entry<T = unknown> = Omit<Static<typeof EntrySchema>, 'value'> & { value: T };
+
+type RecordFields = Omit<Static<typeof LogRecordSchema>, 'op' | 'value'>;
+/** One record of the log: a set carries the value, a delete does not. */
+export type LogRecord<T = unknown> = (RecordFields & { op: 'set'; value: T }) | (RecordFields & { op: 'delete' });
+
+export type Written = Static<typeof WrittenSchema>;
+
+export interface WriteOptions {
+  /** Write only if the key's live record has this offset, or ('*') if the key is live. */
+  ifMatch?: number | '*';
+  /** '*': write only if the key has no live value. */
+  ifNoneMatch?: '*';
+  /** Defaults to a new random key per call (kept across that call's retries). */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+type ItemFields = Static<typeof BatchItemSchema>;
+type ItemConditions = Pick<ItemFields, 'key' | 'ifOffset' | 'ifAbsent'>;
+/** One item of a batch; the schema's flat object, told apart by `op` as the server does. */
+export type BatchItem =
+  | (ItemConditions & { op?: 'set'; value: unknown })
+  | (ItemConditions & { op: 'delete' })
+  | (ItemConditions & { op: 'incr'; by: number });
+
+export type BatchResult = Static<(typeof postRecordsSchema)['response'][200]>;
+
+export type ChangesPage<T = unknown> = Omit<Static<(typeof changesSchema)['response'][200]>, 'records'> & {
+  records: LogRecord<T>[];
+};
+
+/**
+ * Records of one key, newest first; `next` is the `before` that goes on with older ones
+ * (null: the log holds nothing older).
+ */
+export type HistoryPage<T = unknown> = Omit<Static<(typeof keyHistorySchema)['response'][200]>, 'records'> & {
+  records: LogRecord<T>[];
+};
+
+export interface HistoryOptions {
+  /** Most records to return, 1 to 1000 (default 100). */
+  limit?: number;
+  /** Only records with an offset below this one: a page's `next`. */
+  before?: number;
+  signal?: AbortSignal;
+}
+
+/** GET /v1/stats: the log's size, its dirt and the last compaction. */
+export type Stats = Static<(typeof statsSchema)['response'][200]>;
+export type LastCompaction = Static<typeof LastCompactionSchema>;
+
+/** What one compaction pass removed, and the horizon and head it ran at. */
+export type CompactResult = Static<(typeof compactSchema)['response'][200]>;
+
+export interface ChangesOptions {
+  after: number;
+  prefix?: string;
+  limit?: number;
+  /** Long-poll seconds when nothing is there (0 to 60). */
+  wait?: number;
+  epoch?: string;
+  signal?: AbortSignal;
+}
+
+export interface Snapshot<T = unknown> extends AsyncIterable<Entry<T>> {
+  offset: number;
+  epoch: string;
+  /** Entries read so far; the trailer's count once the iteration has ended. */
+  count: number;
+}
+
+export interface ClientOptions {
+  url: string;
+  token?: string;
+  retry?: Partial<RetryPolicy>;
+  /** Per-request timeout, except long polls and streams. */
+  timeoutMs?: number;
+  /**
+   * PEM certificate(s) of the CA that signed an https:// server's certificate (the file's
+   * contents, such as readFileSync('ca.pem')). Trusted in place of Node's usual roots.
+   */
+  ca?: string | Buffer | (string | Buffer)[];
+}
+
+interface Call {
+  method: string;
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Retry connection failures and 503/429 (writes only with an idempotency key). */
+  retry: boolean;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+const keyPath = (key: string) => `/v1/keys/${encodeURIComponent(key)}`;
+
+function conditionHeaders(options: WriteOptions): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch === '*' ? '*' : `"${options.ifMatch}"`;
+  if (options.ifNoneMatch) headers['if-none-match'] = '*';
+  return headers;
+}
+
+export class StatelogClient {
+  readonly url: string;
+  private readonly token: string | undefined;
+  private readonly retryPolicy: RetryPolicy;
+  private readonly timeoutMs: number;
+  /** Connections that trust `ca`; undefined: fetch's own. */
+  private readonly dispatcher: Agent | undefined;
+
+  constructor(options: ClientOptions) {
+    this.url = options.url.replace(/\/+$/, '');
+    if (!/^https?:\/\//i.test(this.url)) throw new TypeError(`url must be http:// or https://, got "${options.url}"`);
+    this.dispatcher = options.ca === undefined ? undefined : new Agent({ connect: { ca: options.ca } });
+    this.token = options.token;
+    this.retryPolicy = { ...DEFAULT_RETRY, ...options.retry };
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  /** The live value of a key, or null if it has none. */
+  async get<T = unknown>(key: string, options: { signal?: AbortSignal } = {}): Promise<Entry<T> | null> {
+    try {
+      return (await this.json({ method: 'GET', path: keyPath(key), retry: true, ...options })) as Entry<T>;
+    } catch (err) {
+      if (err instanceof StatelogError && err.code === 'not_found') return null;
+      throw err;
+    }
+  }
+
+  async put(key: string, value: unknown, options: WriteOptions = {}): Promise<Written> {
+    return (await this.write('PUT', keyPath(key), { value }, options)) as Written;
+  }
+
+  /** Appends a delete marker; throws StatelogError not_found if the key has no live value. */
+  async delete(key: string, options: WriteOptions = {}): Promise<Written> {
+    return (await this.write('DELETE', keyPath(key), undefined, options)) as Written;
+  }
+
+  /** Applies the items atomically, in order. */
+  async batch(records: BatchItem[], options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<BatchResult> {
+    return (await this.write('POST', '/v1/records', { records }, options)) as BatchResult;
+  }
+
+  /** Adds `by` to a number (an absent key counts as 0) and returns the new value. */
+  async incr(key: string, by: number, options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<number> {
+    const result = await this.batch([{ key, op: 'incr', by }], options);
+    return result.records[0]!.value!;
+  }
+
+  /** Every live key with the prefix, in byte order, page by page. */
+  async *list<T = unknown>(options: { prefix?: string; pageSize?: number; signal?: AbortSignal } = {}): AsyncGenerator<Entry<T>> {
+    let cursor: string | undefined;
+    do {
+      const page = (await this.json({
+        method: 'GET',
+        path: '/v1/keys',
+        query: { prefix: options.prefix, limit: options.pageSize ?? 1000, cursor },
+        retry: true,
+        signal: options.signal,
+      })) as { items: Entry<T>[]; cursor: string | null };
+      yield* page.items;
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /**
+   * Up to `limit` of the key's records still in the log, newest first. The server
+   * examines a bounded stretch of the log per request and may answer a short page with
+   * a `next`; this follows `next` until it has `limit` records or the log has no more.
+   */
+  async history<T = unknown>(key: string, options: HistoryOptions = {}): Promise<HistoryPage<T>> {
+    const { signal, limit = 100, before } = options;
+    const records: LogRecord<T>[] = [];
+    let next: number | null | undefined = before;
+    for (;;) {
+      const page = (await this.json({
+        method: 'GET',
+        path: `${keyPath(key)}/history`,
+        query: { limit: limit - records.length, before: next ?? undefined },
+        retry: true,
+        signal,
+      })) as HistoryPage<T>;
+      records.push(...page.records);
+      next = page.next;
+      if (next === null || records.length >= limit) return { ...page, records, next };
+    }
+  }
+
+  /** One page of changes after `after` (long-polls up to `wait` seconds when empty). */
+  async changesPage<T = unknown>(options: ChangesOptions): Promise<ChangesPage<T>> {
+    const { signal, ...query } = options;
+    return (await this.json({
+      method: 'GET',
+      path: '/v1/changes',
+      query,
+      retry: true,
+      signal,
+      timeoutMs: (options.wait ?? 0) * 1000 + this.timeoutMs,
+    })) as ChangesPage<T>;
+  }
+
+  /**
+   * Every record after `after`, for ever, by long poll. Throws StatelogError with
+   * mustResnapshot when the server can no longer serve that offset.
+   */
+  async *changes<T = unknown>(options: ChangesOptions): AsyncGenerator<LogRecord<T>> {
+    let after = options.after;
+    for (;;) {
+      const page = await this.changesPage<T>({ wait: 30, ...options, after });
+      yield* page.records;
+      after = page.next;
+    }
+  }
+
+  /**
+   * A consistent snapshot: iterate it for every live key at `offset`. Throws
+   * CutStreamError if the stream ends without its trailer line.
+   */
+  async snapshot<T = unknown>(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<Snapshot<T>> {
+    const res = await this.send({
+      method: 'GET',
+      path: '/v1/snapshot',
+      query: { prefix: options.prefix },
+      retry: true,
+      signal: options.signal,
+      timeoutMs: 0,
+    });
+    const offset = Number(res.headers.get('x-log-offset'));
+    const epoch = res.headers.get('x-log-epoch') ?? '';
+    const body = res.body!;
+    const snapshot: Snapshot<T> = {
+      offset,
+      epoch,
+      count: 0,
+      async *[Symbol.asyncIterator]() {
+        let trailer: { end: true; offset: number; count: number } | null = null;
+        try {
+          for await (const line of ndjsonLines(body)) {
+            const item = JSON.parse(line) as Entry<T> | { end: true; offset: number; count: number };
+            if ('end' in item) {
+              trailer = item;
+              break;
+            }
+            snapshot.count++;
+            yield item;
+          }
+        } catch (err) {
+          if (options.signal?.aborted) throw err;
+          // The connection broke mid-stream: what was read is an incomplete snapshot.
+          throw new CutStreamError(`the snapshot stream was cut after ${snapshot.count} keys`, { cause: err });
+        }
+        if (!trailer) throw new CutStreamError('the snapshot stream ended without its last line');
+        if (trailer.count !== snapshot.count || trailer.offset !== offset) {
+          throw new CutStreamError(`the snapshot trailer says ${trailer.count} keys at ${trailer.offset}, read ${snapshot.count}`);
+        }
+      },
+    };
+    return snapshot;
+  }
+
+  async stats(): Promise<Stats> {
+    return (await this.json({ method: 'GET', path: '/v1/stats', retry: true })) as Stats;
+  }
+
+  /** Runs a compaction now (admin). */
+  async compact(): Promise<CompactResult> {
+    return (await this.json({ method: 'POST', path: '/v1/admin/compact', retry: false, timeoutMs: 0 })) as CompactResult;
+  }
+
+  /** Closes the connections kept for `ca` (none otherwise); the client is unusable after. */
+  async close(): Promise<void> {
+    await this.dispatcher?.close();
+  }
+
+  /** Opens a raw request with auth, for streams (used by StateMirror). */
+  async open(path: string, query: Call['query'], headers: Record<string, string>, signal?: AbortSignal): Promise<Response> {
+    return this.send({ method: 'GET', path, query, headers, retry: false, signal, timeoutMs: 0 });
+  }
+
+  private write(method: string, path: string, body: unknown, options: WriteOptions): Promise<unknown> {
+    const headers = { ...conditionHeaders(options), 'idempotency-key': options.idempotencyKey ?? randomUUID() };
+    return this.json({ method, path, body, headers, retry: true, signal: options.signal });
+  }
+
+  private async json(call: Call): Promise<unknown> {
+    const res = await this.send(call);
+    return res.json();
+  }
+
+  /** Sends with retries; resolves with a 2xx response, throws StatelogError otherwise. */
+  private async send(call: Call): Promise<Response> {
+    const url = new URL(this.url + call.path);
+    for (const [name, value] of Object.entries(call.query ?? {})) {
+      if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
+    }
+    const headers: Record<string, string> = { ...call.headers };
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    if (call.body !== undefined) headers['content-type'] = 'application/json';
+    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    const timeoutMs = call.timeoutMs ?? this.timeoutMs;
+
+    for (let attempt = 0; ; attempt++) {
+      const canRetry = call.retry && attempt < this.retryPolicy.retries;
+      let res: Response;
+      try {
+        const init = { method: call.method, headers, body, signal: withTimeout(call.signal, timeoutMs) };
+        // Node's fetch takes an undici dispatcher (not in the DOM's RequestInit).
+        res = await fetch(url, this.dispatcher ? ({ ...init, dispatcher: this.dispatcher } as unknown as RequestInit) : init);
+      } catch (err) {
+        if (canRetry && isConnectionError(err)) {
+          await sleep(backoffDelay(attempt, this.retryPolicy), call.signal);
+          continue;
+        }
+        throw err;
+      }
+      if (res.ok) return res;
+      if (canRetry && (res.status === 503 || res.status === 429)) {
+        const retryAfter = Number(res.headers.get('retry-after'));
+        await res.body?.cancel();
+        await sleep(backoffDelay(attempt, this.retryPolicy, Number.isFinite(retryAfter) ? retryAfter : undefined), call.signal);
+        continue;
+      }
+      throw await toError(res);
+    }
+  }
+}
+
+/**
+ * The caller's signal, aborted also after `timeoutMs` (0: never). Linked by hand rather
+ * than with AbortSignal.any, whose composed signal Node 20 may collect while fetch
+ * still depends on it, so that an abort never reaches the request.
+ */
+function withTimeout(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal | undefined {
+  if (timeoutMs <= 0) return signal;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException('the request timed out', 'TimeoutError')), timeoutMs);
+  timer.unref();
+  const onAbort = () => controller.abort(signal!.reason);
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  controller.signal.addEventListener('abort', () => {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  });
+  return controller.signal;
+}
+
+async function toError(res: Response): Promise<StatelogError> {
+  const text = await res.text();
+  try {
+    const { error } = JSON.parse(text) as { error: { code: string; message: string } & Record<string, unknown> };
+    const { code, message, ...details } = error;
+    return new StatelogError(res.status, code, message, details);
+  } catch {
+    return new StatelogError(res.status, 'unknown', text.slice(0, 200) || res.statusText);
+  }
+}
+
+/** Splits a byte stream into lines. */
+async function* ndjsonLines(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for await (const chunk of body) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline: number;
+    while ((newline = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+      if (line.trim() !== '') yield line;
+    }
+  }
+  buffered += decoder.decode();
+  if (buffered.trim() !== '') yield buffered;
+}

@@ -1,0 +1,236 @@
+// Every request and response schema, in one place. openapi.yaml describes the same
+// shapes; test/openapi.test.ts checks real answers against it.
+import Type from 'typebox';
+
+export const MAX_BATCH_ITEMS = 1000;
+export const MAX_LIST_LIMIT = 1000;
+export const MAX_HISTORY_LIMIT = 1000;
+export const MAX_CHANGES_LIMIT = 10_000;
+export const MAX_WAIT_SECONDS = 60;
+
+const Offset = Type.Integer({ minimum: 0 });
+const JsonValue = Type.Unknown({ description: 'any JSON value' });
+
+export const ErrorBody = Type.Object({
+  error: Type.Object(
+    { code: Type.String(), message: Type.String() },
+    { additionalProperties: true },
+  ),
+});
+
+const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((status) => [status, ErrorBody]));
+
+export const KeyParams = Type.Object({ key: Type.String() });
+
+export const Entry = Type.Object({ key: Type.String(), value: JsonValue, offset: Offset, ts: Type.Integer() });
+export const Written = Type.Object({ key: Type.String(), offset: Offset });
+
+// --- keys ---
+
+export const PutKeyBody = Type.Object({ value: JsonValue }, { additionalProperties: false });
+
+export const ListQuery = Type.Object(
+  {
+    prefix: Type.String({ default: '' }),
+    limit: Type.Integer({ minimum: 1, maximum: MAX_LIST_LIMIT, default: 100 }),
+    cursor: Type.Optional(Type.String({ maxLength: 2048 })),
+  },
+  { additionalProperties: false },
+);
+
+export const putKeySchema = {
+  params: KeyParams,
+  body: PutKeyBody,
+  response: { 200: Written, ...errors(400, 401, 403, 412, 413, 415, 422, 503) },
+};
+
+export const getKeySchema = {
+  params: KeyParams,
+  response: { 200: Entry, 304: Type.Unknown({ description: 'no body' }), ...errors(400, 401, 403, 404, 503) },
+};
+
+export const deleteKeySchema = {
+  params: KeyParams,
+  response: { 200: Written, ...errors(400, 401, 403, 404, 412, 422, 503) },
+};
+
+export const listKeysSchema = {
+  querystring: ListQuery,
+  response: {
+    200: Type.Object({
+      items: Type.Array(Entry),
+      cursor: Type.Union([Type.String(), Type.Null()]),
+      offset: Offset,
+    }),
+    ...errors(400, 401, 403, 503),
+  },
+};
+
+export const HistoryQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: MAX_HISTORY_LIMIT, default: 100 }),
+    before: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
+  },
+  { additionalProperties: false },
+);
+
+// --- batches ---
+
+/**
+ * One batch item. The kinds (set, delete, incr) are told apart in the handler, which
+ * gives a clearer error with the item's index than a JSON Schema oneOf would.
+ */
+export const BatchItem = Type.Object(
+  {
+    key: Type.String(),
+    op: Type.Optional(Type.Union([Type.Literal('set'), Type.Literal('delete'), Type.Literal('incr')])),
+    value: Type.Optional(JsonValue),
+    by: Type.Optional(Type.Number()),
+    ifOffset: Type.Optional(Offset),
+    ifAbsent: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+
+export const BatchBody = Type.Object(
+  { records: Type.Array(BatchItem, { minItems: 1, maxItems: MAX_BATCH_ITEMS }) },
+  { additionalProperties: false },
+);
+
+export const postRecordsSchema = {
+  body: BatchBody,
+  response: {
+    200: Type.Object({
+      records: Type.Array(
+        Type.Object({ key: Type.String(), offset: Offset, value: Type.Optional(Type.Number()) }),
+      ),
+      offset: Offset,
+    }),
+    ...errors(400, 401, 403, 404, 412, 413, 415, 422, 503),
+  },
+};
+
+// --- snapshot and changes ---
+
+const Prefix = Type.String({ default: '', description: 'only keys that start with this (UTF-8, byte-wise)' });
+const after = (options: { default?: number } = {}) => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, ...options });
+const Epoch = Type.String({ minLength: 1, maxLength: 128 });
+
+export const LogRecord = Type.Object({
+  offset: Offset,
+  key: Type.String(),
+  op: Type.Union([Type.Literal('set'), Type.Literal('delete')]),
+  value: Type.Optional(JsonValue),
+  ts: Type.Integer(),
+});
+
+export const keyHistorySchema = {
+  params: KeyParams,
+  querystring: HistoryQuery,
+  response: {
+    200: Type.Object({
+      records: Type.Array(LogRecord),
+      next: Type.Union([Offset, Type.Null()]),
+      head: Offset,
+      epoch: Type.String(),
+    }),
+    ...errors(400, 401, 403, 503),
+  },
+};
+
+/** A stream's body is not serialised by fastify; these describe it for readers of the schema. */
+const NdjsonBody = Type.Unknown({ description: 'application/x-ndjson: one entry per line, then {"end": true, ...}' });
+const EventStreamBody = Type.Unknown({ description: 'text/event-stream' });
+
+export const snapshotSchema = {
+  querystring: Type.Object({ prefix: Prefix }, { additionalProperties: false }),
+  response: { 200: NdjsonBody, ...errors(400, 401, 403, 429, 503) },
+};
+
+export const changesSchema = {
+  querystring: Type.Object(
+    {
+      after: after({ default: 0 }),
+      prefix: Prefix,
+      limit: Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: 1000 }),
+      wait: Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS, default: 0 }),
+      epoch: Type.Optional(Epoch),
+    },
+    { additionalProperties: false },
+  ),
+  response: {
+    200: Type.Object({ records: Type.Array(LogRecord), next: Offset, head: Offset, epoch: Type.String() }),
+    ...errors(400, 401, 403, 410, 503),
+  },
+};
+
+export const changeStreamSchema = {
+  querystring: Type.Object(
+    {
+      after: Type.Optional(after()),
+      prefix: Prefix,
+      snapshot: Type.Boolean({ default: false }),
+      epoch: Type.Optional(Epoch),
+    },
+    { additionalProperties: false },
+  ),
+  response: { 200: EventStreamBody, ...errors(400, 401, 403, 410, 429, 503) },
+};
+
+// --- stats and operations ---
+
+export const LastCompaction = Type.Object(
+  {
+    trigger: Type.Union([Type.Literal('dirty_ratio'), Type.Literal('max_lag'), Type.Literal('admin')]),
+    startedAt: Type.Integer(),
+    durationMs: Type.Number(),
+    removed: Type.Integer(),
+    tombstonesRemoved: Type.Integer(),
+    horizon: Offset,
+    head: Offset,
+    bytesBefore: Type.Integer(),
+    bytesAfter: Type.Integer(),
+  },
+  { additionalProperties: false },
+);
+
+export const compactSchema = {
+  response: {
+    200: Type.Object({
+      removed: Type.Integer(),
+      tombstonesRemoved: Type.Integer(),
+      durationMs: Type.Number(),
+      horizon: Offset,
+      head: Offset,
+    }),
+    // It takes no body; one that is sent must be JSON, and is ignored.
+    ...errors(400, 401, 403, 413, 415, 503),
+  },
+};
+
+export const statsSchema = {
+  response: {
+    200: Type.Object({
+      head: Offset,
+      records: Type.Integer(),
+      liveKeys: Type.Integer(),
+      tombstones: Type.Integer(),
+      dirtyRatio: Type.Number(),
+      horizon: Offset,
+      dbBytes: Type.Integer(),
+      lastCompaction: Type.Union([LastCompaction, Type.Null()]),
+    }),
+    ...errors(401, 403, 503),
+  },
+};
+
+export const healthSchema = {
+  response: { 200: Type.Object({ status: Type.String() }), 503: ErrorBody },
+};
+
+/** Prometheus text exposition; only the error answers are JSON. */
+export const metricsSchema = {
+  response: { 200: Type.String(), ...errors(401, 403, 503) },
+};
+
+export type Static<T extends Type.TSchema> = Type.Static<T>;

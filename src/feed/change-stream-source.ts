@@ -1,0 +1,153 @@
+// The text of one change stream, produced a chunk at a time as the socket asks for it:
+// an optional snapshot phase, then records read from the log by offset for ever.
+import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
+import type { FeedPage } from './change-feed.js';
+import { ApiError } from '../contract/errors.js';
+import { recordJson } from '../contract/render.js';
+import { sseComment, sseEvent, sseRetry } from '../http/sse.js';
+import type { SnapshotReader, StoredRecord } from '../store/log-store.js';
+import type { TailPages } from './tail-pages.js';
+
+/**
+ * Rows and characters per chunk: small enough that a slow reader holds little, and
+ * that a chunk stays out of V8's large-object space (see routes/snapshot.ts).
+ */
+const PAGE_ROWS = 1000;
+const PAGE_CHARS = 64 * 1024;
+/** How long a client waits before reconnecting after the stream drops. */
+const RETRY_MS = 1000;
+/** The contract's bound on the time between progress events. */
+const PROGRESS_INTERVAL_MS = 15_000;
+
+/**
+ * A page's records as stream events, each with its offset as id: bytes, so that the
+ * streams sharing the page write the same buffer instead of each encoding the text.
+ */
+export function recordEvents(records: StoredRecord[]): Buffer {
+  let text = '';
+  for (const record of records) text += sseEvent('record', recordJson(record), record.offset);
+  return Buffer.from(text);
+}
+
+export interface ChangeStreamOptions {
+  /** Reads the log, sharing pages at the head among streams. */
+  tail: TailPages<Buffer>;
+  notifier: ChangeNotifier;
+  prefix: string;
+  /** Where a stream without a snapshot starts (exclusive). */
+  after: number;
+  /** With snapshot=true: the open snapshot and what gives its slot back. */
+  snapshot: { reader: SnapshotReader; release: () => void } | null;
+  /** Ends the stream: the client went away or the server shuts down. */
+  signal: AbortSignal;
+}
+
+type Phase = 'open' | 'snapshot' | 'live' | 'done';
+
+function snapshotEvent(record: string): string {
+  // No id: a reconnect in the middle of a snapshot must start it again, not resume.
+  return sseEvent('record', record);
+}
+
+export class ChangeStreamSource {
+  private phase: Phase = 'open';
+  /** Every record up to here has been sent, or the reader has been told to skip it. */
+  private position: number;
+  private lastProgressAt = Date.now();
+  private readonly waiter: RepeatedWaiter;
+
+  constructor(private readonly options: ChangeStreamOptions) {
+    this.position = options.after;
+    this.waiter = new RepeatedWaiter(options.notifier, options.signal);
+  }
+
+  /** The next chunk of the stream, or null when it has ended. */
+  async next(): Promise<string | Buffer | null> {
+    if (this.options.signal.aborted) this.phase = 'done';
+    switch (this.phase) {
+      case 'open':
+        this.phase = this.options.snapshot ? 'snapshot' : 'live';
+        // Sent at once so that the headers go out before the first record exists.
+        return sseRetry(RETRY_MS) + sseComment('statelog change stream');
+      case 'snapshot':
+        return this.snapshotChunk(this.options.snapshot!.reader);
+      case 'live':
+        return this.liveChunk();
+      case 'done':
+        return null;
+    }
+  }
+
+  /** When the stream ends, however it ends: gives back all it holds; safe to call more than once. */
+  close(): void {
+    this.waiter.close();
+    this.releaseSnapshot();
+  }
+
+  /** Gives the snapshot's connection and slot back; safe to call more than once. */
+  private releaseSnapshot(): void {
+    const snapshot = this.options.snapshot;
+    if (!snapshot) return;
+    snapshot.reader.close();
+    snapshot.release();
+  }
+
+  private async snapshotChunk(reader: SnapshotReader): Promise<string> {
+    const records = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
+    if (records.length > 0) return records.map(snapshotEvent).join('');
+    this.releaseSnapshot();
+    this.position = reader.offset;
+    this.phase = 'live';
+    this.lastProgressAt = Date.now();
+    const data = `{"offset":${reader.offset},"epoch":${JSON.stringify(reader.epoch)}}`;
+    return sseEvent('snapshot-end', data, reader.offset);
+  }
+
+  private async liveChunk(): Promise<string | Buffer | null> {
+    for (;;) {
+      const progressDue = Date.now() - this.lastProgressAt >= PROGRESS_INTERVAL_MS;
+      // At the head there is nothing to read: go straight to waiting.
+      if (this.position < this.options.tail.head || progressDue) {
+        const text = await this.read(progressDue);
+        if (text.length > 0) return text;
+      }
+      if (!(await this.waitForCommit())) {
+        this.phase = 'done';
+        return null;
+      }
+    }
+  }
+
+  /** The records after the reader's position and the progress event they call for. */
+  private async read(progressDue: boolean): Promise<string | Buffer> {
+    const { tail, prefix } = this.options;
+    let page: FeedPage;
+    let text: Buffer;
+    try {
+      ({ page, text } = await tail.read({ after: this.position, prefix, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
+      this.phase = 'done';
+      return sseEvent('reset', JSON.stringify(err.toBody()));
+    }
+    const lastSent = page.records.length > 0 ? page.records[page.records.length - 1]!.offset : this.position;
+    this.position = page.next;
+    // Records skipped by the prefix (or removed by compaction) still move the reader.
+    if (page.next > lastSent || progressDue) {
+      this.lastProgressAt = Date.now();
+      const progress = sseEvent('progress', `{"offset":${page.next}}`, page.next);
+      return text.length === 0 ? progress : Buffer.concat([text, Buffer.from(progress)]);
+    }
+    return text;
+  }
+
+  /** Waits for a commit after the reader's position, or until progress is due; false once the stream must end. */
+  private async waitForCommit(): Promise<boolean> {
+    const { notifier, signal } = this.options;
+    // A commit published since the last read: read again rather than wait.
+    if (!signal.aborted && notifier.head <= this.position) {
+      await this.waiter.wait(this.lastProgressAt + PROGRESS_INTERVAL_MS);
+    }
+    return !signal.aborted;
+  }
+}

@@ -1,0 +1,57 @@
+// The pages last read at the head of the log, shared by the streams that one commit
+// wakes: a hundred readers at the same offset cost one read of the log and one
+// rendering instead of a hundred. Still a read of the log, only memoised for as long
+// as the head is unchanged.
+import { checkReader, readFeed, type FeedPage } from './change-feed.js';
+import type { LogStore, StoredRecord } from '../store/log-store.js';
+
+/** Readers far behind are at offsets of their own: the pages kept per head are few. */
+const MAX_PAGES = 64;
+
+export interface RenderedPage<Rendered> {
+  page: FeedPage;
+  /** The page's records as the stream sends them. */
+  text: Rendered;
+}
+
+export class TailPages<Rendered> {
+  private pagesHead = -1;
+  /** Promises, so that readers woken together share the read already under way. */
+  private readonly pages = new Map<string, Promise<RenderedPage<Rendered>>>();
+
+  constructor(
+    private readonly store: LogStore,
+    private readonly render: (records: StoredRecord[]) => Rendered,
+  ) {}
+
+  /** The log's head now: a reader there has nothing to read. */
+  get head(): number {
+    return this.store.position().head;
+  }
+
+  /** The page after `after` with `prefix`, or a 410 from checkReader, as readFeed gives it. */
+  async read(query: { after: number; prefix: string; limit: number; maxChars: number }): Promise<RenderedPage<Rendered>> {
+    const position = this.store.position();
+    if (position.head !== this.pagesHead) {
+      this.pages.clear();
+      this.pagesHead = position.head;
+    }
+    const key = `${query.after}\u0000${query.limit}\u0000${query.maxChars}\u0000${query.prefix}`;
+    const shared = this.pages.get(key);
+    if (shared) {
+      // The horizon moves without the head (compaction): check it afresh. A record
+      // compacted away since the read is harmless: a later one for its key follows.
+      checkReader(query.after, position);
+      return shared;
+    }
+    const reading = readFeed(this.store, query).then((page) => ({ page, text: this.render(page.records) }));
+    if (this.pages.size < MAX_PAGES) {
+      this.pages.set(key, reading);
+      // A failed read (the database unreachable for a moment) is not kept for the next reader.
+      reading.catch(() => {
+        if (this.pages.get(key) === reading) this.pages.delete(key);
+      });
+    }
+    return reading;
+  }
+}

@@ -1,0 +1,103 @@
+// The one place where errors become answers: every status >= 400 carries the
+// contract's body {"error": {"code", "message", ...details}} and never a stack trace.
+import { STATUS_CODES as HTTP_REASONS } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, databaseUnavailable, type ErrorCode } from '../contract/errors.js';
+import { isStoreUnavailable } from '../store/unavailable.js';
+
+/** fastify's own errors, by code, as the contract's codes. */
+const FASTIFY_CODES: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_VALIDATION: 'invalid_request',
+  FST_ERR_BAD_URL: 'invalid_request',
+  FST_ERR_ASYNC_CONSTRAINT: 'invalid_request',
+};
+
+/** Any other client error, by status. */
+const STATUS_CODES: Record<number, ErrorCode> = {
+  400: 'invalid_request',
+  404: 'not_found',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'too_many_requests',
+  503: 'unavailable',
+};
+
+/**
+ * Only our own errors and fastify's (validation, body parsing, routing) carry messages
+ * written for clients. Anything else (better-sqlite3, Node, a library) may carry SQL,
+ * file paths or internals in its message: its text never reaches the body.
+ */
+const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  invalid_request: 'the request is not valid',
+  not_found: 'not found',
+  payload_too_large: 'the body is too large',
+  unsupported_media_type: 'send a JSON body with Content-Type: application/json',
+  too_many_requests: 'too many requests; retry later',
+  unavailable: 'the service is unavailable; retry later',
+};
+
+export function toApiError(err: FastifyError | Error): ApiError {
+  if (err instanceof ApiError) return err;
+  if (isStoreUnavailable(err)) return databaseUnavailable();
+  const fastifyError = err as FastifyError;
+  if (fastifyError.validation) return new ApiError('invalid_request', fastifyError.message);
+  const status = fastifyError.statusCode ?? 500;
+  const fromFastify = typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_');
+  const code = (fromFastify && FASTIFY_CODES[fastifyError.code]) || STATUS_CODES[status];
+  if (code) return new ApiError(code, fromFastify ? fastifyError.message : GENERIC_MESSAGES[code] ?? 'the request was refused');
+  // A client error without a code of its own is still the client's, never a 5xx.
+  if (status >= 400 && status < 500) return new ApiError('invalid_request', 'the request was refused');
+  return new ApiError('internal', 'internal error');
+}
+
+export function errorHandler(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const apiError = toApiError(err);
+  if (apiError.statusCode >= 500 && apiError.code !== 'unavailable') {
+    request.log.error({ err }, 'request failed');
+  } else if (!(err instanceof ApiError) && isStoreUnavailable(err)) {
+    // An outage, not a bug: the cause (which address, which SQLSTATE) without alarm.
+    request.log.warn({ err: { message: err.message, code: (err as { code?: unknown }).code } }, 'the database is unavailable');
+  }
+  return reply.code(apiError.statusCode).headers(apiError.headers).send(apiError.toBody());
+}
+
+const KEY_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
+
+export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  // The router gives up on a key path with a raw '/' or an over-long key: that is a bad
+  // key, not a missing route.
+  if (KEY_METHODS.has(request.method) && request.url.startsWith('/v1/keys/')) {
+    const message = 'a key in the path is percent-encoded (/ as %2F) and at most 512 bytes';
+    return errorHandler(new ApiError('invalid_key', message), request, reply);
+  }
+  return errorHandler(new ApiError('not_found', `no route ${request.method} ${request.url.split('?', 1)[0]}`), request, reply);
+}
+
+/**
+ * Requests that Node's HTTP parser refuses (not HTTP, header too large, sent too
+ * slowly) never reach fastify's routing: they are answered here on the socket, still
+ * with the contract's body.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'the request headers are too large']
+        : [400, 'the request is not valid HTTP/1.1'];
+  const body = JSON.stringify(new ApiError('invalid_request', message).toBody());
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${HTTP_REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}

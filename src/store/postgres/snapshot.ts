@@ -1,0 +1,89 @@
+// A snapshot on its own pooled connection: one REPEATABLE READ READ ONLY transaction
+// whose first statement reads head and epoch, so every page is the state at exactly that
+// offset. Each page is one query that continues after the last key sent (an index seek),
+// so memory stays bounded, a slow reader only holds one connection open, and a page
+// stops at its size bound before reading the values it leaves out; writers are never
+// blocked (MVCC).
+import type pg from 'pg';
+import { entryJson, recordJson } from '../../contract/render.js';
+import type { SnapshotReader, SnapshotShape, StoredEntry } from '../log-store.js';
+import { prefixUpperBound, SNAPSHOT_PAGE_SQL } from './sql.js';
+
+interface EntryRow {
+  key: string;
+  value: string;
+  seq: number;
+  ts: number;
+}
+
+export class PgSnapshot implements SnapshotReader {
+  private closed = false;
+  /** Where the next page starts (exclusive); every key is longer than ''. */
+  private lastKey = '';
+  private readonly upper: string | null;
+
+  private constructor(
+    private readonly client: pg.PoolClient,
+    private readonly prefix: string,
+    readonly offset: number,
+    readonly epoch: string,
+    private readonly onClose: (snapshot: PgSnapshot) => void,
+  ) {
+    this.upper = prefixUpperBound(prefix);
+  }
+
+  static async open(pool: pg.Pool, prefix: string, onClose: (snapshot: PgSnapshot) => void): Promise<PgSnapshot> {
+    const client = await pool.connect();
+    try {
+      const results = (await client.query(
+        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT head, epoch FROM meta WHERE id = 1',
+      )) as unknown as pg.QueryResult<{ head: number; epoch: string }>[];
+      const meta = results[1]!.rows[0]!;
+      return new PgSnapshot(client, prefix, meta.head, meta.epoch, onClose);
+    } catch (err) {
+      // The connection may be fine (a failed statement): end the transaction and reuse it.
+      await client.query('ROLLBACK').then(
+        () => client.release(),
+        (rollbackErr: Error) => client.release(rollbackErr),
+      );
+      throw err;
+    }
+  }
+
+  /**
+   * The next live keys, at most `max`; with `maxChars`, the page stops at the key whose
+   * key and value bring it to that size (in bytes of UTF-8), as the SQLite reader stops
+   * at that many characters: at least one key, and never a page of large values read whole.
+   */
+  async nextPage(max: number, maxChars?: number): Promise<StoredEntry[]> {
+    if (this.closed) throw new Error('the snapshot is closed');
+    const limit = Math.max(1, Math.floor(max));
+    const { rows } = await this.client.query<EntryRow>(SNAPSHOT_PAGE_SQL, [
+      this.prefix,
+      this.lastKey,
+      this.upper,
+      limit,
+      maxChars ?? null,
+    ]);
+    if (rows.length > 0) this.lastKey = rows[rows.length - 1]!.key;
+    return rows.map((row) => ({ key: row.key, value: row.value, offset: row.seq, ts: row.ts }));
+  }
+
+  async nextJson(shape: SnapshotShape, max: number, maxChars?: number): Promise<string[]> {
+    const page = await this.nextPage(max, maxChars);
+    return page.map((entry) =>
+      shape === 'entry' ? entryJson(entry) : recordJson({ ...entry, op: 'set' }),
+    );
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClose(this);
+    // Queued behind a page in flight, if any; the connection goes back to the pool after.
+    this.client.query('ROLLBACK').then(
+      () => this.client.release(),
+      (err: Error) => this.client.release(err),
+    );
+  }
+}

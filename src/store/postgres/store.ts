@@ -1,0 +1,503 @@
+// The PostgreSQL log store: several stateless statelog nodes share one database.
+//
+// Offsets are in commit order across nodes: every write transaction locks the one meta
+// row (FOR UPDATE) before it takes offsets head + 1... from it, so the transactions that
+// assign offsets commit one at a time and a reader that sees offset N has seen every
+// offset below N. (A sequence would not do: offset 11 could commit and be read before 10
+// commits, and a reader that moved past 11 would never see 10.)
+//
+// Each node keeps group commit: one transaction per group. The lock is the cluster's
+// bottleneck, so a group is planned from an unlocked read and written by one statement
+// (statelog_append) that holds the lock only inside the server; a group whose keys
+// changed meanwhile, that carries idempotency keys, or whose offset conditions name its
+// own records, is applied under the lock from the start instead (lock, read, write,
+// commit: four round trips).
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type { SyncMode } from '../../config.js';
+import { STORE_INTERNALS } from '../internals.js';
+import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
+import type {
+  ChangesPage,
+  ChangesQuery,
+  HistoryPage,
+  HistoryQuery,
+  ListPage,
+  ListQuery,
+  LogPosition,
+  LogStore,
+  StoreCounters,
+  StoredEntry,
+  StoredRecord,
+  WriteRequest,
+  WriteResult,
+  CompactionBacklog,
+  CompactionBudget,
+  CompactionPolicy,
+} from '../log-store.js';
+import { HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { PgCompactionPass } from './compaction.js';
+import { HeadWatch } from './head-watch.js';
+import { migratePostgres } from './migrations.js';
+import { PgSnapshot } from './snapshot.js';
+import {
+  APPEND_SQL,
+  BEGIN_AND_LOCK_SQL,
+  CHANGES_SQL,
+  COUNTERS_SQL,
+  GET_SQL,
+  GROUP_READ_SQL,
+  KEY_HISTORY_SQL,
+  LIST_SQL,
+  Params,
+  PURGE_SQL,
+  pgTypes,
+  prefixUpperBound,
+} from './sql.js';
+
+/** How long a node waits for a new connection to the database. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+export interface PgStoreOptions {
+  url: string;
+  /** Connections for reads and writes. */
+  poolSize: number;
+  /**
+   * How long a statement may go unanswered before it fails as unavailable (0 = for
+   * ever): a network that drops packets without resetting the connection would
+   * otherwise hold requests for the minutes of TCP's retransmissions.
+   */
+  queryTimeoutMs?: number;
+  /** Connections for snapshots, each held while its snapshot streams. */
+  snapshotPoolSize: number;
+  /** full: the server's own synchronous_commit (on by default); normal: off for statelog's sessions. */
+  sync: SyncMode;
+  idempotencyTtlMs: number;
+  /** Period of the catch-up read of the head (default 1000). */
+  catchUpMs?: number;
+  migrationsDir?: string;
+}
+
+interface RowOfGroupRead {
+  kind: 's' | 'i';
+  key: string;
+  seq: number | null;
+  live: boolean | null;
+  text1: string | null;
+  text2: string | null;
+  expiresAt: number | null;
+}
+
+const PURGE_BATCH = 1000;
+
+export class PgStore implements LogStore {
+  private readonly pool: pg.Pool;
+  private readonly snapshotPool: pg.Pool;
+  private readonly watch: HeadWatch;
+  private readonly headWatchers = new Set<(head: number) => void>();
+  private readonly errorWatchers = new Set<(err: Error) => void>();
+  private readonly snapshots = new Set<PgSnapshot>();
+  private readonly passes = new Set<PgCompactionPass>();
+  private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
+  private closed = false;
+  /** Tags this node's notifications, so that it does not take its own commits for news. */
+  private readonly node = randomUUID();
+  /** Connection settings with no statement timeout (the migrations', LISTEN's). */
+  private readonly untimedClient: pg.ClientConfig;
+
+  private constructor(private readonly options: PgStoreOptions) {
+    const client: pg.ClientConfig = {
+      connectionString: options.url,
+      types: pgTypes,
+      application_name: 'statelog',
+      keepAlive: true,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    };
+    const settings = [
+      // A node that vanishes without closing its connections (a cut network) would keep
+      // its session, and a compaction run's advisory lock with it, for hours of TCP
+      // timeouts: the server probes an idle peer after 10 s and drops it 15 s later.
+      'tcp_keepalives_idle=10',
+      'tcp_keepalives_interval=5',
+      'tcp_keepalives_count=3',
+      // STATELOG_SYNC=normal: a commit is acknowledged before its WAL is flushed; a crash
+      // of the database server (not of statelog) may lose the last moments of writes.
+      ...(options.sync === 'normal' ? ['synchronous_commit=off'] : []),
+    ];
+    const pgOptions = (more: string[]) => [...settings, ...more].map((setting) => `-c ${setting}`).join(' ');
+    // On the pools only, not on `client` (see untimedClient). A timeout shorter than the
+    // connect timeout bounds the wait for a connection too: a new one stalls as well.
+    const answered = options.queryTimeoutMs
+      ? { query_timeout: options.queryTimeoutMs, connectionTimeoutMillis: Math.min(options.queryTimeoutMs, CONNECT_TIMEOUT_MS) }
+      : {};
+    this.pool = new pg.Pool({
+      ...client,
+      ...answered,
+      // The meta row is every writer's lock: a node stalled inside a write transaction
+      // must not hold it. Only snapshots (their own pool) stay in a transaction for long.
+      options: pgOptions(['idle_in_transaction_session_timeout=10000']),
+      max: options.poolSize,
+      idleTimeoutMillis: 30_000,
+    });
+    this.snapshotPool = new pg.Pool({ ...client, ...answered, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
+    for (const pool of [this.pool, this.snapshotPool]) {
+      // An idle pooled connection that breaks must not take the process down,
+      pool.on('error', (err) => this.reportError(err));
+      // nor one that is checked out (a snapshot between FETCHes, a compaction run, a
+      // locked write), whose break node-postgres emits as 'error' with no one listening:
+      // its holder learns of it from its next query, and the pool drops it on release.
+      pool.on('connect', (client) => client.on('error', () => {}));
+    }
+    this.untimedClient = { ...client, options: pgOptions([]) };
+    this.watch = new HeadWatch({
+      node: this.node,
+      client: this.untimedClient,
+      read: () => readMeta(this.pool),
+      learn: (position) => this.learn(position, true),
+      onError: (err) => this.reportError(err),
+      catchUpMs: options.catchUpMs ?? 1000,
+    });
+  }
+
+  /** Connects, applies the migrations, reads the meta row and starts listening. */
+  static async open(options: PgStoreOptions): Promise<PgStore> {
+    const store = new PgStore(options);
+    try {
+      // Its own connection, without the statement timeout: the advisory lock waits for
+      // as long as another node takes to migrate.
+      const client = new pg.Client(store.untimedClient);
+      client.on('error', () => {}); // a break surfaces as the failed query
+      await client.connect();
+      try {
+        await migratePostgres(client, options.migrationsDir);
+        store.known = await readMeta(client);
+      } finally {
+        await client.end().catch(() => {});
+      }
+      await store.watch.start();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
+  }
+
+  /** A commit is a round trip to the database: the next group waits for it. */
+  readonly appliesBeforeReturning = false;
+
+  get epoch(): string {
+    return this.known.epoch;
+  }
+
+  /** The latest position this node knows: its own commits, notifications and catch-up reads. */
+  position(): LogPosition {
+    return { ...this.known };
+  }
+
+  async readPosition(): Promise<LogPosition> {
+    const read = await readMeta(this.pool);
+    this.learn(read, true);
+    return read;
+  }
+
+  watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void {
+    this.headWatchers.add(onHead);
+    if (onError) this.errorWatchers.add(onError);
+    return () => {
+      this.headWatchers.delete(onHead);
+      if (onError) this.errorWatchers.delete(onError);
+    };
+  }
+
+  /** Keeps the highest head and horizon seen; `fromElsewhere` tells the watchers of a new head. */
+  private learn(position: { head: number; horizon?: number }, fromElsewhere: boolean): void {
+    if (position.horizon !== undefined && position.horizon > this.known.horizon) this.known.horizon = position.horizon;
+    if (position.head <= this.known.head) return;
+    this.known.head = position.head;
+    if (fromElsewhere) for (const watcher of this.headWatchers) watcher(position.head);
+  }
+
+  private reportError(err: Error): void {
+    for (const watcher of this.errorWatchers) watcher(err);
+  }
+
+  async get(key: string): Promise<StoredEntry | null> {
+    const { rows } = await this.pool.query<{ key: string; value: string; seq: number; ts: number }>(GET_SQL, [key]);
+    const row = rows[0];
+    return row ? { key: row.key, value: row.value, offset: row.seq, ts: row.ts } : null;
+  }
+
+  async list(query: ListQuery): Promise<ListPage> {
+    type Row = { head: number; key: string | null; value: string; seq: number; ts: number; taken: number | null };
+    const { rows } = await this.pool.query<Row>(LIST_SQL, [
+      query.prefix,
+      query.afterKey ?? '',
+      prefixUpperBound(query.prefix),
+      query.limit,
+      query.maxChars ?? null,
+    ]);
+    const head = rows[0]!.head;
+    this.learn({ head }, true);
+    const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts }));
+    // Keys were read past the size bound: the page stopped early and more follow.
+    return items.length < (rows[0]!.taken ?? 0) ? { items, head, truncated: true } : { items, head };
+  }
+
+  async readChanges(query: ChangesQuery): Promise<ChangesPage> {
+    type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
+      query.after,
+      query.prefix,
+      prefixUpperBound(query.prefix),
+      query.limit,
+      query.maxChars ?? null,
+    ]);
+    const { head, horizon } = rows[0]!;
+    this.learn({ head, horizon }, true);
+    const records: StoredRecord[] = [];
+    for (const row of rows) {
+      if (row.seq === null || row.seq === undefined) continue;
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+    }
+    const taken = rows[0]!.taken ?? 0;
+    return { records, head, horizon, full: records.length === query.limit || records.length < taken };
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    type Row = { head: number; examined_to: number | null; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const { rows } = await this.pool.query<Row>(KEY_HISTORY_SQL, [
+      query.key,
+      query.before ?? Number.MAX_SAFE_INTEGER,
+      query.limit,
+      query.maxChars ?? null,
+      HISTORY_SCAN_RECORDS,
+    ]);
+    const { head, examined_to: examinedTo } = rows[0]!;
+    this.learn({ head }, true);
+    const records: StoredRecord[] = [];
+    for (const row of rows) {
+      if (row.seq === null || row.seq === undefined) continue;
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+    }
+    const taken = rows[0]!.taken ?? 0;
+    return { records, head, full: records.length === query.limit || records.length < taken, examinedTo };
+  }
+
+  async openSnapshot(prefix: string): Promise<PgSnapshot> {
+    if (this.closed) throw new Error('the store is closed');
+    const snapshot = await PgSnapshot.open(this.snapshotPool, prefix, (closed) => this.snapshots.delete(closed));
+    this.snapshots.add(snapshot);
+    return snapshot;
+  }
+
+  /**
+   * A group without idempotency keys is planned from an unlocked read and written by
+   * statelog_append() in one statement, which holds the meta row only inside the server.
+   * If a key it read changed meanwhile, or it carries idempotency keys (whose answers are
+   * stored with their final offsets), or an offset condition of it may meet one of its
+   * own records (decided by offsets that only the lock gives), it is applied under the
+   * lock from the start.
+   */
+  async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    if (!requests.some((request) => request.idempotency) && !conditionsOnOwnOffsets(requests)) {
+      const results = await this.commitPlanned(requests, now);
+      if (results) return results;
+      this.conflicts += 1;
+    }
+    return this.commitLocked(requests, now);
+  }
+
+  /** Groups that fell back to the locked path because a key they read changed. */
+  private conflicts = 0;
+
+  /** For tests and benchmarks only: see test/support/store-access.ts. */
+  readonly [STORE_INTERNALS] = { conflicts: () => this.conflicts };
+
+  private async commitPlanned(requests: WriteRequest[], now: number): Promise<WriteResult[] | null> {
+    const { keys, incrKeys } = groupKeys(requests);
+    const read = await readGroup(this.pool, keys, incrKeys, []);
+    const input = { requests, now, idempotencyTtlMs: this.options.idempotencyTtlMs };
+    // Offsets relative to the head at commit, which only the database knows.
+    const relative = planWrites({ ...input, head: 0 }, read.source);
+    // Only refusals: decided on a committed state read after the requests arrived.
+    if (relative.records.length === 0) return relative.results;
+    const verify = { keys, state: read.state };
+    const { rows: appended } = await this.pool.query<{ base: number }>(APPEND_SQL, appendParams(relative, verify, now, this.node));
+    if (appended.length === 0) return null;
+    const base = appended[0]!.base;
+    // The same inputs give the same decisions (no offset condition meets a record of the
+    // group: see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
+    const plan = planWrites({ ...input, head: base }, read.source);
+    this.learn({ head: base }, true);
+    this.learn({ head: plan.head }, false);
+    return plan.results;
+  }
+
+  private async commitLocked(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      const locked = (await client.query(BEGIN_AND_LOCK_SQL)) as unknown as pg.QueryResult<{ head: number; horizon: number }>[];
+      const meta = locked[1]!.rows[0]!;
+      const { keys, incrKeys, idempotencyKeys } = groupKeys(requests);
+      const read = await readGroup(client, keys, incrKeys, idempotencyKeys);
+      const plan = planWrites({ requests, head: meta.head, now, idempotencyTtlMs: this.options.idempotencyTtlMs }, read.source);
+      const write = writeStatement(plan, now, this.node);
+      if (write) await client.query(write.text, write.values);
+      await client.query('COMMIT');
+      this.learn({ head: meta.head, horizon: meta.horizon }, true);
+      this.learn({ head: plan.head }, false);
+      return plan.results;
+    } catch (err) {
+      // Nothing of the group was committed. A connection that cannot even roll back is dropped.
+      await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async counters(): Promise<StoreCounters> {
+    const { rows } = await this.pool.query<{
+      head: number;
+      horizon: number;
+      records: number;
+      liveKeys: number;
+      stateKeys: number;
+      dbBytes: number;
+    }>(COUNTERS_SQL);
+    const { head, horizon, records, liveKeys, stateKeys, dbBytes } = rows[0]!;
+    this.learn({ head, horizon }, true);
+    return { head, horizon, records, liveKeys, tombstones: stateKeys - liveKeys, dbBytes };
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  async purgeIdempotency(now: number): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await this.pool.query(PURGE_SQL, [now, PURGE_BATCH]);
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < PURGE_BATCH) return total;
+    }
+  }
+
+  async compactionBacklog(): Promise<CompactionBacklog> {
+    const { rows } = await this.pool.query<{ records: number; stateKeys: number; supersededSince: number | null }>(
+      'SELECT records, state_keys AS "stateKeys", superseded_since AS "supersededSince" FROM meta WHERE id = 1',
+    );
+    const { records, stateKeys, supersededSince } = rows[0]!;
+    return { records, superseded: records - stateKeys, supersededSince };
+  }
+
+  /**
+   * One node compacts at a time: the run holds an advisory lock on its own connection.
+   * A node that finds it taken runs nothing and waits for that run to end, so a call on
+   * any node answers once the log is compacted.
+   */
+  async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<PgCompactionPass> {
+    if (this.closed) throw new Error('the store is closed');
+    const pass = await PgCompactionPass.start(this.pool, policy, budget, (done) => this.passes.delete(done));
+    this.passes.add(pass);
+    return pass;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.watch.stop();
+    for (const snapshot of this.snapshots) snapshot.close();
+    // A run the compactor abandoned at a step boundary gives its lock and connection back.
+    await Promise.all([...this.passes].map((pass) => pass.abandon()));
+    await Promise.all([this.pool.end(), this.snapshotPool.end()]);
+  }
+}
+
+/** Head, horizon and epoch as the meta row has them now. */
+async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
+  return (await db.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1')).rows[0]!;
+}
+
+/**
+ * The state rows, live values and remembered answers a group names, read in one
+ * statement, as the StateSource its plan starts from.
+ */
+async function readGroup(
+  db: pg.Pool | pg.ClientBase,
+  keys: string[],
+  incrKeys: string[],
+  idempotencyKeys: string[],
+): Promise<{ state: Map<string, KeyState>; source: StateSource }> {
+  const { rows } = await db.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, idempotencyKeys]);
+  const state = new Map<string, KeyState>();
+  const values = new Map<string, string>();
+  const answers = new Map<string, RememberedAnswer>();
+  for (const row of rows) {
+    if (row.kind === 's') {
+      state.set(row.key, { offset: row.seq!, live: row.live! });
+      if (row.text1 !== null) values.set(row.key, row.text1);
+    } else {
+      answers.set(row.key, { fingerprint: row.text1!, answer: row.text2!, expiresAt: row.expiresAt! });
+    }
+  }
+  const source: StateSource = {
+    state: (key) => state.get(key),
+    liveValue: (key) => values.get(key)!,
+    remembered: (key) => answers.get(key),
+  };
+  return { state, source };
+}
+
+/**
+ * statelog_append()'s parameters for a plan, its offsets taken relative to the plan's
+ * base (the function adds the head it finds under the lock). `verify` is the state the
+ * plan was made from, checked under the lock; none under the lock already held.
+ */
+function appendParams(plan: WritePlan, verify: { keys: string[]; state: ReadonlyMap<string, KeyState> }, now: number, node: string): unknown[] {
+  const records = plan.records;
+  const rows = [...plan.state];
+  return [
+    verify.keys,
+    verify.keys.map((key) => verify.state.get(key)?.offset ?? null),
+    verify.keys.map((key) => verify.state.get(key)?.live ?? null),
+    records.map((r) => r.key),
+    records.map((r) => r.op),
+    records.map((r) => r.value),
+    rows.map(([key]) => key),
+    rows.map(([, row]) => row.offset - plan.base),
+    rows.map(([, row]) => row.live),
+    plan.newKeys,
+    plan.liveDelta,
+    plan.superseded,
+    now,
+    node,
+  ];
+}
+
+const NOTHING_TO_VERIFY = { keys: [], state: new Map<string, KeyState>() };
+
+/**
+ * A plan made under the lock as one statement: statelog_append() writes the records,
+ * state rows and counters as on the unlocked path (nothing to verify), beside the
+ * remembered answers. Null when the group wrote nothing at all.
+ */
+function writeStatement(plan: WritePlan, now: number, node: string): { text: string; values: unknown[] } | null {
+  if (plan.records.length === 0 && plan.remember.size === 0) return null;
+  const values = plan.records.length > 0 ? appendParams(plan, NOTHING_TO_VERIFY, now, node) : [];
+  const p = new Params();
+  for (const value of values) p.add(value);
+  const parts: string[] = [];
+  if (plan.remember.size > 0) {
+    const keys = [...plan.remember.keys()];
+    const answers = [...plan.remember.values()];
+    parts.push(`INSERT INTO idempotency (key, fingerprint, answer, expires_at)
+      SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(answers.map((x) => x.fingerprint), '::text[]')},
+        ${p.add(answers.map((x) => x.answer), '::text[]')}, ${p.add(answers.map((x) => x.expiresAt), '::bigint[]')})
+      ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, answer = excluded.answer, expires_at = excluded.expires_at`);
+  }
+  if (plan.records.length === 0) return { text: parts[0]!, values: p.values };
+  const text = parts.length > 0 ? `WITH i AS (${parts[0]}) ${APPEND_SQL}` : APPEND_SQL;
+  return { text, values: p.values };
+}

@@ -1,0 +1,95 @@
+// SQL shared by the store's connections.
+import type { Op, SnapshotShape, StoredRecord } from '../log-store.js';
+
+/**
+ * The exclusive upper bound of keys that start with `prefix`, in byte order: the
+ * prefix followed by the byte 0xFF, which never occurs in UTF-8, cast to TEXT so
+ * that SQLite compares it with memcmp and can still use the primary key index.
+ */
+export function prefixUpperBound(prefix: string): Buffer {
+  return Buffer.concat([Buffer.from(prefix, 'utf8'), Buffer.from([0xff])]);
+}
+
+/**
+ * Live keys from @from (inclusive) below @upper, except @exclude, in byte order. There
+ * is one lower bound on purpose: given two (>= prefix and > last key), SQLite seeks by
+ * the first and filters by the second, so every page rescanned from the prefix.
+ */
+const LIVE_KEYS = `
+  FROM state s JOIN log l ON l.seq = s.seq
+  WHERE s.key >= @from AND s.key < CAST(@upper AS TEXT) AND s.key IS NOT @exclude AND s.live = 1
+  ORDER BY s.key LIMIT @limit`;
+
+export const LIVE_ENTRIES_SQL = `SELECT s.key, l.value, s.seq AS offset, l.ts ${LIVE_KEYS}`;
+
+/**
+ * The same keys as JSON text built by SQLite, exactly as render.ts's entryJson and
+ * recordJson (as a set) build it: one string per key is the cheapest way out of the
+ * database, which is what makes a large snapshot fast. (json_quote and JSON.stringify
+ * agree on every valid key: keys hold no control characters or lone surrogates.)
+ */
+const JSON_OF: Record<SnapshotShape, string> = {
+  entry: `'{"key":' || json_quote(s.key) || ',"value":' || l.value || ',"offset":' || s.seq || ',"ts":' || l.ts || '}'`,
+  record: `'{"offset":' || s.seq || ',"key":' || json_quote(s.key) || ',"op":"set","value":' || l.value || ',"ts":' || l.ts || '}'`,
+};
+
+export const liveJsonSql = (shape: SnapshotShape): string => `SELECT ${JSON_OF[shape]} ${LIVE_KEYS}`;
+
+/** Parameters of the live-key queries: keys with `prefix` after `afterKey` (exclusive, or null). */
+export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number) {
+  // A cursor below the prefix (from another listing) must not widen the range.
+  const resume = afterKey !== null && Buffer.compare(Buffer.from(afterKey), Buffer.from(prefix)) > 0;
+  return { from: resume ? afterKey : prefix, exclude: afterKey, upper: prefixUpperBound(prefix), limit };
+}
+
+/** Records after @after with a prefix (@lower, @upper), in offset order. */
+export const RECORDS_AFTER_SQL = `
+  SELECT seq AS offset, key, op, value, ts FROM log
+  WHERE seq > @after AND key >= @lower AND key < CAST(@upper AS TEXT)
+  ORDER BY seq LIMIT @limit`;
+
+/**
+ * Key @key's records among the @scan records below @before, newest first. The scan reads
+ * offsets and keys only (the key column comes before the value, so large values are
+ * never read), and values are fetched for the matches alone.
+ */
+export const KEY_HISTORY_SQL = `
+  SELECT l.seq AS offset, l.key, l.op, l.value, l.ts FROM (
+    SELECT seq FROM (SELECT seq, key FROM log WHERE seq < @before ORDER BY seq DESC LIMIT @scan)
+    WHERE key = @key ORDER BY seq DESC LIMIT @limit
+  ) m JOIN log l ON l.seq = m.seq ORDER BY l.seq DESC`;
+
+/** The lowest offset of a full scan of @scan records below @before; no row when fewer are left. */
+export const HISTORY_SCAN_END_SQL = 'SELECT seq FROM log WHERE seq < @before ORDER BY seq DESC LIMIT 1 OFFSET @scan - 1';
+
+/** RECORDS_AFTER_SQL's and KEY_HISTORY_SQL's columns in raw mode (arrays build faster than named rows). */
+export const toRecord = (row: unknown[]): StoredRecord => ({
+  offset: row[0] as number,
+  key: row[1] as string,
+  op: row[2] as Op,
+  value: row[3] as string | null,
+  ts: row[4] as number,
+});
+
+/**
+ * Takes rows from a query until it ends or the rows hold `maxChars` characters (at
+ * least one row; the query's LIMIT bounds the count). Stepping an iterator and
+ * stopping early keeps a page of large values from being read whole.
+ */
+export function takePage<Raw, Row>(
+  rows: IterableIterator<Raw>,
+  toRow: (raw: Raw) => Row,
+  chars: (row: Row) => number,
+  maxChars = Infinity,
+): { rows: Row[]; stoppedByChars: boolean } {
+  const page: Row[] = [];
+  let total = 0;
+  for (const raw of rows) {
+    const row = toRow(raw);
+    page.push(row);
+    total += chars(row);
+    // Leaving the loop early resets the statement (the iterator's return()).
+    if (total >= maxChars) return { rows: page, stoppedByChars: true };
+  }
+  return { rows: page, stoppedByChars: false };
+}

@@ -1,0 +1,435 @@
+// The embedded SQLite log store. One process owns the file and is its only writer;
+// better-sqlite3 is synchronous, so a commit of a group of requests runs as one
+// uninterrupted transaction on the event loop, and its fsync (STATELOG_SYNC=full) runs
+// after it on the thread pool (wal-syncer.ts).
+import { mkdirSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { LRUCache } from 'lru-cache';
+import type { SyncMode } from '../../config.js';
+import { SqliteCheckpointer } from './checkpointer.js';
+import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './compaction.js';
+import { migrate } from './migrations.js';
+import { SqliteSnapshot } from './snapshot.js';
+import { WalSyncer, type Waiter } from './wal-syncer.js';
+import { STORE_INTERNALS } from '../internals.js';
+import { planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
+import { HISTORY_SCAN_END_SQL, KEY_HISTORY_SQL, LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
+import type {
+  ChangesPage,
+  ChangesQuery,
+  HistoryPage,
+  HistoryQuery,
+  ListPage,
+  CompactionBacklog,
+  CompactionBudget,
+  CompactionPass,
+  CompactionPolicy,
+  ListQuery,
+  LogPosition,
+  LogStore,
+  SnapshotReader,
+  StoreCounters,
+  StoredEntry,
+  WriteRequest,
+  WriteResult,
+} from '../log-store.js';
+import { HISTORY_SCAN_RECORDS } from '../log-store.js';
+
+export interface SqliteStoreOptions {
+  path: string;
+  sync: SyncMode;
+  idempotencyTtlMs: number;
+  /** How the WAL is fsynced with sync = full (a test holds or fails it); by default fdatasync. */
+  datasync?: ConstructorParameters<typeof WalSyncer>[2];
+}
+
+interface Meta {
+  epoch: string;
+  head: number;
+  horizon: number;
+  lastTs: number;
+  records: number;
+  stateKeys: number;
+  liveKeys: number;
+  /** In memory only: see CompactionBacklog.supersededSince. */
+  supersededSince: number | null;
+}
+
+/**
+ * The hottest live entries, kept by get() and by every append: a read of a cached key,
+ * and a write's look at its current state, skip SQLite. This process is the file's only
+ * writer and every committed record updates or evicts its key (after the commit, so a
+ * rolled back group leaves it as it was), so an entry here is always the key's current
+ * one. Compaction never touches a live key's record. Bounded by the characters of keys
+ * and values.
+ */
+const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
+
+
+export function openDatabase(path: string): Database.Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  // Only takes effect before the first table is created: lets the compactor give
+  // pages back with incremental_vacuum instead of one long VACUUM.
+  db.pragma('auto_vacuum = INCREMENTAL');
+  db.pragma('journal_mode = WAL');
+  // In WAL mode NORMAL fsyncs only at checkpoints: with STATELOG_SYNC=full the store
+  // fsyncs the WAL itself, off the event loop, before a write is answered.
+  db.pragma('synchronous = NORMAL');
+  db.pragma('busy_timeout = 5000');
+  // A big compaction can swell the WAL; truncate it back after checkpoints.
+  db.pragma('journal_size_limit = 67108864');
+  return db;
+}
+
+export class SqliteStore implements LogStore {
+  readonly db: Database.Database;
+  private meta: Meta;
+  private readonly ttlMs: number;
+  private readonly path: string;
+  /** With STATELOG_SYNC=full: makes commits durable before anyone learns of them. */
+  private readonly syncer: WalSyncer | null;
+  /** The compaction run in progress, if any: told of every record a write supersedes. */
+  private compaction: SupersessionListener | null = null;
+
+  private readonly sql;
+  private readonly entries = new LRUCache<string, StoredEntry>({
+    maxSize: ENTRY_CACHE.maxChars,
+    sizeCalculation: (entry) => entry.key.length + entry.value.length,
+  });
+  /** Snapshots still open: closed before the database so the checkpoint is not held back. */
+  private readonly snapshots = new Set<SqliteSnapshot>();
+  /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
+  private checkpointer: SqliteCheckpointer | null = null;
+  /** The write path's transaction, wrapped once: db.transaction() builds its wrappers on every call. */
+  private readonly writeGroup: (requests: WriteRequest[], ts: number, now: number) => { plan: WritePlan; meta: Meta };
+  /** The committed state a group is planned from: the entry cache, else the tables. */
+  private readonly source: StateSource;
+
+  constructor(options: SqliteStoreOptions) {
+    this.path = options.path;
+    this.ttlMs = options.idempotencyTtlMs;
+    this.db = openDatabase(options.path);
+    migrate(this.db);
+    const db = this.db;
+    this.sql = {
+      meta: db.prepare(
+        `SELECT epoch, head, horizon, last_ts AS lastTs, records, state_keys AS stateKeys, live_keys AS liveKeys
+         FROM meta WHERE id = 1`,
+      ),
+      saveMeta: db.prepare(
+        `UPDATE meta SET head = @head, last_ts = @lastTs, records = @records,
+           state_keys = @stateKeys, live_keys = @liveKeys WHERE id = 1`,
+      ),
+      stateOf: db.prepare('SELECT seq AS offset, live FROM state WHERE key = ?'),
+      valueAt: db.prepare('SELECT value FROM log WHERE seq = ?').pluck(),
+      append: db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)'),
+      setState: db.prepare(
+        `INSERT INTO state (key, seq, live) VALUES (?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live`,
+      ),
+      entry: db.prepare(
+        `SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
+         WHERE s.key = ? AND s.live = 1`,
+      ),
+      list: db.prepare(LIVE_ENTRIES_SQL),
+      changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
+      history: db.prepare(KEY_HISTORY_SQL).raw(true),
+      historyScanEnd: db.prepare(HISTORY_SCAN_END_SQL).pluck(),
+      claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
+      remember: db.prepare(
+        'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
+      ),
+      purge: db.prepare('DELETE FROM idempotency WHERE expires_at < ?'),
+      pageCount: db.prepare('PRAGMA page_count').pluck(),
+      pageSize: db.prepare('PRAGMA page_size').pluck(),
+      oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
+      saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
+    };
+    this.source = {
+      state: (key) => {
+        // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
+        const cached = this.entries.get(key);
+        if (cached) return { offset: cached.offset, live: true };
+        const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1 } | undefined;
+        return row && { offset: row.offset, live: row.live === 1 };
+      },
+      liveValue: (key, offset) => {
+        const cached = this.entries.get(key);
+        return cached?.offset === offset ? cached.value : (this.sql.valueAt.get(offset) as string);
+      },
+      remembered: (key) => this.sql.claim.get(key) as RememberedAnswer | undefined,
+    };
+    // Planned and written in one transaction: a refused request is never written, so
+    // no request needs a savepoint of its own.
+    this.writeGroup = db.transaction((requests: WriteRequest[], ts: number, now: number) => {
+      const plan = planWrites({ requests, head: this.meta.head, now, idempotencyTtlMs: this.ttlMs }, this.source);
+      return { plan, meta: this.writePlan(plan, ts) };
+    });
+    // The counters need no check or recount at start-up: every change to them (appends
+    // and compaction steps alike) is written in the same transaction as the rows it
+    // counts, so a crash at any point leaves both as of the same commit.
+    const meta = this.sql.meta.get() as Omit<Meta, 'supersededSince'>;
+    // When superseded records are left, the oldest record's time is a safe lower bound
+    // of when the first of them was superseded: the compactor may run early, never late.
+    const oldest = meta.records > meta.stateKeys ? (this.sql.oldestTs.get() as number | undefined) : undefined;
+    this.meta = { ...meta, supersededSince: oldest ?? null };
+    // A syncer starts with nothing known durable: the first commit or read fsyncs
+    // whatever a killed predecessor left in the page cache.
+    this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync) : null;
+    // A log opened with a large backlog is about to be compacted: the checkpointer's
+    // thread starts now (a burst of CPU), not during the run.
+    if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
+  }
+
+  readonly appliesBeforeReturning = true;
+
+  get epoch(): string {
+    return this.meta.epoch;
+  }
+
+  position(): LogPosition {
+    return { head: this.meta.head, horizon: this.meta.horizon, epoch: this.meta.epoch };
+  }
+
+  /** This process is the only writer: what it knows is the database's head. */
+  async readPosition(): Promise<LogPosition> {
+    return this.position();
+  }
+
+  watchHead(): () => void {
+    // This process is the file's only writer: every commit goes through its own batcher.
+    return () => {};
+  }
+
+  async get(key: string): Promise<StoredEntry | null> {
+    let entry = this.entries.get(key) ?? null;
+    if (!entry) {
+      entry = (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
+      if (entry) this.cache(entry);
+    }
+    // Absence may be a delete not yet on disk: only the head bounds it.
+    await this.durable(entry?.offset ?? this.meta.head);
+    return entry;
+  }
+
+  async list(query: ListQuery): Promise<ListPage> {
+    const rows = this.sql.list.iterate(liveEntriesParams(query.prefix, query.afterKey, query.limit)) as IterableIterator<StoredEntry>;
+    // Rows are stepped one by one (synchronously: one consistent read), so a page of
+    // large values stops early instead of loading them all.
+    const items: StoredEntry[] = [];
+    let chars = 0;
+    let truncated = false;
+    for (const row of rows) {
+      if (query.maxChars !== undefined && items.length > 0 && chars >= query.maxChars) {
+        truncated = true;
+        break;
+      }
+      items.push(row);
+      chars += row.key.length + row.value.length;
+    }
+    const head = this.meta.head;
+    await this.durable(head);
+    return truncated ? { items, head, truncated } : { items, head };
+  }
+
+  async readChanges(query: ChangesQuery): Promise<ChangesPage> {
+    const params = { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit };
+    const { rows: records, stoppedByChars } = takePage(
+      this.sql.changes.iterate(params) as IterableIterator<unknown[]>,
+      toRecord,
+      (record) => record.key.length + (record.value?.length ?? 0),
+      query.maxChars,
+    );
+    const full = stoppedByChars || records.length === query.limit;
+    // Synchronous: nothing can commit between the read and these.
+    const page = { records, head: this.meta.head, horizon: this.meta.horizon, full };
+    await this.durable(page.head);
+    return page;
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const before = query.before ?? Number.MAX_SAFE_INTEGER;
+    const params = { key: query.key, before, limit: query.limit, scan: HISTORY_SCAN_RECORDS };
+    const { rows: records, stoppedByChars } = takePage(
+      this.sql.history.iterate(params) as IterableIterator<unknown[]>,
+      toRecord,
+      (record) => record.key.length + (record.value?.length ?? 0),
+      query.maxChars,
+    );
+    const examinedTo = (this.sql.historyScanEnd.get({ before, scan: HISTORY_SCAN_RECORDS }) as number | undefined) ?? null;
+    // Synchronous: nothing can commit between the reads and this.
+    const page = { records, head: this.meta.head, full: stoppedByChars || records.length === query.limit, examinedTo };
+    await this.durable(page.head);
+    return page;
+  }
+
+  async openSnapshot(prefix: string): Promise<SnapshotReader> {
+    if (!this.db.open) throw new Error('the store is closed');
+    const snapshot = new SqliteSnapshot(this.path, prefix, (closed) => this.snapshots.delete(closed));
+    this.snapshots.add(snapshot);
+    try {
+      await this.durable(snapshot.offset);
+    } catch (err) {
+      snapshot.close();
+      throw err;
+    }
+    return snapshot;
+  }
+
+  /**
+   * Waits until every commit up to `offset` is on disk: no reader sees a record, and no
+   * writer an answer, that a power loss could still take back (an offset once seen is
+   * never reused for something else). Commits are fsynced on the event loop while the
+   * disk is fast (wal-syncer.ts).
+   */
+  private durable(offset: number, waiter: Waiter = 'reader'): Promise<void> | undefined {
+    // No promise at all in the usual case: a read of durable data costs no extra tick.
+    return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset, waiter) : undefined;
+  }
+
+  /** Re-reads the meta row after another connection changed it; the store otherwise trusts its in-memory copy. */
+  private reloadMeta(): void {
+    this.meta = this.sql.meta.get() as Meta;
+    this.entries.clear();
+  }
+
+  /** For tests only: see test/support/store-access.ts. */
+  readonly [STORE_INTERNALS] = { reloadMeta: () => this.reloadMeta() };
+
+  async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    this.syncer?.check();
+    const ts = Math.max(now, this.meta.lastTs);
+    // On failure the whole transaction rolled back, and nothing in memory changed yet.
+    const { plan, meta } = this.writeGroup(requests, ts, now);
+    this.meta = meta;
+    for (const record of plan.records) {
+      if (record.value === null) this.entries.delete(record.key);
+      else this.cache({ key: record.key, value: record.value, offset: record.offset, ts });
+    }
+    // Refusals too: a 409 tells the current offset, which must not be taken back either.
+    await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
+    return plan.results;
+  }
+
+  /** Inside the group's transaction: the plan's rows, and the counters they make. */
+  private writePlan(plan: WritePlan, ts: number): Meta {
+    const meta = this.meta;
+    for (const [key, answer] of plan.remember) this.sql.remember.run(key, answer.fingerprint, answer.answer, answer.expiresAt);
+    if (plan.records.length === 0) return meta;
+    for (const record of plan.records) {
+      this.sql.append.run(record.offset, record.key, record.op, record.value, ts);
+      if (record.previous) this.compaction?.superseded(record.key, record.previous.offset);
+    }
+    for (const [key, state] of plan.state) this.sql.setState.run(key, state.offset, state.live ? 1 : 0);
+    const next: Meta = {
+      ...meta,
+      head: plan.head,
+      lastTs: ts,
+      records: meta.records + plan.records.length,
+      stateKeys: meta.stateKeys + plan.newKeys,
+      liveKeys: meta.liveKeys + plan.liveDelta,
+      supersededSince: plan.superseded ? (meta.supersededSince ?? ts) : meta.supersededSince,
+    };
+    this.sql.saveMeta.run(next);
+    return next;
+  }
+
+  /** Keeps a key's live entry, or drops the key's old one when the entry is too large to keep. */
+  private cache(entry: StoredEntry): void {
+    if (entry.key.length + entry.value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(entry.key, entry);
+    else this.entries.delete(entry.key);
+  }
+
+  async counters(): Promise<StoreCounters> {
+    const { head, horizon, records, stateKeys, liveKeys } = this.meta;
+    await this.durable(head);
+    return {
+      head,
+      horizon,
+      records,
+      liveKeys,
+      tombstones: stateKeys - liveKeys,
+      dbBytes: this.fileBytes(),
+    };
+  }
+
+  async compactionBacklog(): Promise<CompactionBacklog> {
+    const { records, stateKeys, supersededSince } = this.meta;
+    return { records, superseded: records - stateKeys, supersededSince };
+  }
+
+  async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<CompactionPass> {
+    return new SqliteCompactionPass(this.compactionHost(), policy, budget);
+  }
+
+  private compactionHost(): CompactionHost {
+    return {
+      db: this.db,
+      meta: () => this.meta,
+      transaction: <T>(work: () => T): T => {
+        const before = { ...this.meta };
+        // A lost compaction step costs nothing but redoing it, so its commit is not
+        // fsynced; the next write's fsync covers it.
+        try {
+          return this.db.transaction(work)();
+        } catch (err) {
+          this.meta = before;
+          throw err;
+        }
+      },
+      recordRemoval: (records: number, keys: number, horizon: number): void => {
+        const meta = this.meta;
+        meta.records -= records;
+        meta.stateKeys -= keys;
+        meta.horizon = Math.max(meta.horizon, horizon);
+        this.sql.saveRemoval.run(meta);
+      },
+      setSupersededSince: (ts: number | null): void => {
+        this.meta.supersededSince = ts;
+      },
+      checkpointer: () => this.compactionCheckpointer(),
+      listen: (listener: SupersessionListener): void => {
+        this.compaction = listener;
+      },
+      unlisten: (listener: SupersessionListener): void => {
+        if (this.compaction === listener) this.compaction = null;
+      },
+    };
+  }
+
+  private compactionCheckpointer(): SqliteCheckpointer | null {
+    if (this.path === ':memory:') return null;
+    if (!this.checkpointer?.usable) this.checkpointer = new SqliteCheckpointer(this.path);
+    return this.checkpointer;
+  }
+
+  private fileBytes(): number {
+    const main = (this.sql.pageCount.get() as number) * (this.sql.pageSize.get() as number);
+    if (this.path === ':memory:') return main;
+    try {
+      return main + statSync(`${this.path}-wal`).size;
+    } catch {
+      return main;
+    }
+  }
+
+  async ping(): Promise<void> {
+    this.syncer?.check();
+    this.sql.pageSize.get();
+  }
+
+  async purgeIdempotency(now: number): Promise<number> {
+    return this.sql.purge.run(now).changes;
+  }
+
+  async close(): Promise<void> {
+    if (!this.db.open) return;
+    await this.syncer?.close();
+    for (const snapshot of this.snapshots) snapshot.close();
+    this.checkpointer?.close();
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+    this.db.close();
+  }
+}

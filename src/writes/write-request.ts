@@ -1,0 +1,77 @@
+// Turns an HTTP write into a request for the group committer and sends its answer.
+// Shared by PUT and DELETE /v1/keys/{key} and POST /v1/records.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../contract/errors.js';
+import { fingerprint, idempotencyKey } from './idempotency.js';
+import type { Answer, WriteOp, WriteOutcome } from '../store/log-store.js';
+import type { WriteBatcher } from './write-batcher.js';
+
+/** True when a parsed JSON value holds ±Infinity (what JSON.parse makes of 1e400). */
+function hasNonFiniteNumber(value: unknown): boolean {
+  const pending = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === 'number' && !Number.isFinite(next)) return true;
+    if (next !== null && typeof next === 'object') for (const child of Object.values(next)) pending.push(child);
+  }
+  return false;
+}
+
+/**
+ * The JSON text of a value, refused with 413 when larger than `maxBytes` and with 400
+ * when too deeply nested to serialise or holding a number beyond a double's range.
+ */
+export function valueText(value: unknown, maxBytes: number, details: Record<string, unknown> = {}): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    throw new ApiError('invalid_request', 'value is nested too deeply', details);
+  }
+  // JSON.stringify writes ±Infinity as null: refuse such a value rather than store
+  // another one. Only a text with "null" in it can hide one.
+  if (text.includes('null') && hasNonFiniteNumber(value)) {
+    throw new ApiError('invalid_request', 'value has a number beyond the range of a double (about ±1.8e308)', details);
+  }
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) {
+    throw new ApiError('payload_too_large', `value is ${bytes} bytes as JSON; the limit is ${maxBytes}`, {
+      ...details,
+      limit: maxBytes,
+    });
+  }
+  return text;
+}
+
+export async function submitWrite(
+  batcher: WriteBatcher,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  ops: WriteOp[],
+  render: (outcome: WriteOutcome) => Answer,
+): Promise<FastifyReply> {
+  const key = idempotencyKey(request.headers['idempotency-key']);
+  const idempotency = key && {
+    key,
+    fingerprint: fingerprint({
+      method: request.method,
+      // The route and its decoded parameters: a%2Fb and a%2fb name the same key.
+      path: `${request.routeOptions.url} ${JSON.stringify(request.params)}`,
+      ifMatch: request.headers['if-match'],
+      ifNoneMatch: request.headers['if-none-match'],
+      body: request.body,
+    }),
+  };
+  const result = await batcher.submit({ ops, render, ...(idempotency ? { idempotency } : {}) });
+  if (result.replayed) reply.header('idempotent-replayed', 'true');
+  return sendAnswer(reply, result.answer);
+}
+
+export function sendAnswer(reply: FastifyReply, answer: Answer): FastifyReply {
+  return sendJsonText(reply.code(answer.status).headers(answer.headers), answer.body);
+}
+
+/** Sends JSON text as it is (fastify sends a string with a JSON type unserialised). */
+export function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(text);
+}

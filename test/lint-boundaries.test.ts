@@ -1,0 +1,43 @@
+// The import boundaries between the parts are enforced by lint (eslint.config.js): a
+// breach in each part fails, and the imports each part is allowed pass.
+import { ESLint } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+const eslint = new ESLint();
+
+async function breaches(filePath: string, code: string): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath });
+  return result!.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message);
+}
+
+describe('import boundaries', () => {
+  it.each([
+    ['packages/client/src/client.ts', "import { ApiError } from '../../../src/http/error-handler.js';"],
+    ['packages/client/src/client.ts', "import { SqliteStore } from '../../../src/store/sqlite/store.js';"],
+    ['packages/client/src/client.ts', "import { renderEntry } from '../../../src/contract/render.js';"],
+    ['packages/client/src/client.ts', "import { fillLog } from '../../../test/fill-log.js';"],
+    ['packages/client/src/client.ts', "import Fastify from 'fastify';"],
+    ['packages/client/src/client.ts', "import Database from 'better-sqlite3';"],
+    ['src/store/sqlite/store.ts', "import { errorHandler } from '../../http/error-handler.js';"],
+    ['src/store/log-store.ts', "import { keyRoutes } from '../routes/keys.js';"],
+    ['src/contract/schemas.ts', "import { Authenticator } from '../http/auth.js';"],
+    ['src/routes/keys.ts', "import { fillLog } from '../../test/fill-log.js';"],
+    ['src/app.ts', "import { lib } from '../bench/lib.js';"],
+    ['ui/api.ts', "import { buildApp } from '../src/app.js';"],
+  ])('%s may not: %s', async (file, code) => {
+    expect(await breaches(file, code)).toHaveLength(1);
+  });
+
+  it.each([
+    ['packages/client/src/errors.ts', "import type { ErrorCode } from '../../../src/contract/errors.js';"],
+    ['packages/client/src/client.ts', "import type { Static } from '../../../src/contract/schemas.js';"],
+    ['packages/client/src/client.ts', "import { StatelogError } from './errors.js';"],
+    ['packages/client/src/sse.ts', "import { createParser } from 'eventsource-parser';"],
+    ['src/store/sqlite/store.ts', "import type { StoredEntry } from '../log-store.js';"],
+    ['src/contract/render.ts', "import type { StoredEntry } from '../store/log-store.js';"],
+    ['ui/api.ts', "import type { Entry } from '../src/contract/schemas.js';"],
+    ['src/routes/keys.ts', "import { ApiError } from '../contract/errors.js';"],
+  ])('%s may: %s', async (file, code) => {
+    expect(await breaches(file, code)).toEqual([]);
+  });
+});
