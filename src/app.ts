@@ -32,6 +32,7 @@ import { uiRoutes } from './routes/ui.js';
 import type { AppServices, Lifecycle } from './services.js';
 import { trackConnections } from './http/silent-connections.js';
 import { SnapshotSlots } from './feed/snapshot-slots.js';
+import { WatcherSlots } from './feed/watcher-slots.js';
 import { openStore } from './store/open-store.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 
@@ -132,7 +133,8 @@ export async function buildApp(config: Config): Promise<App> {
   // Every open stream and long poll listens for shutdown: no leak at any count.
   setMaxListeners(0, shutdown.signal);
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
-  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics };
+  const watchers = new WatcherSlots(config.maxWatchers);
+  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics, watchers };
   const auth = config.tokens && new Authenticator(config.tokens);
   const accessLog = new AccessLog();
 

@@ -32,6 +32,7 @@ import type {
   CompactionBudget,
   CompactionPolicy,
 } from '../log-store.js';
+import { changesUntil } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
@@ -246,12 +247,15 @@ export class PgStore implements LogStore {
    */
   async readChanges(query: ChangesQuery & { maxChars?: number }): Promise<ChangesPage & { full: boolean }> {
     type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const until = changesUntil(query);
     const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
       query.after,
       query.prefix,
       prefixUpperBound(query.prefix),
       query.limit,
       query.maxChars ?? null,
+      until,
+      query.key ?? null,
     ]);
     const { head, horizon } = rows[0]!;
     this.learn({ head, horizon }, true);
@@ -261,7 +265,8 @@ export class PgStore implements LogStore {
       records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
     }
     const taken = rows[0]!.taken ?? 0;
-    return { records, head, horizon, full: records.length === query.limit || records.length < taken };
+    const full = records.length === query.limit || records.length < taken;
+    return { records, head, horizon, full, examined: Math.min(head, until) };
   }
 
   async openSnapshot(prefix: string): Promise<PgSnapshot> {

@@ -13,7 +13,7 @@ import { migrate } from './migrations.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { checkCondition, incremented, Refusal } from '../write-rules.js';
-import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
+import { KEY_RECORDS_AFTER_SQL, LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
 import type {
   AppliedOp,
   Answer,
@@ -34,6 +34,7 @@ import type {
   WriteRequest,
   WriteResult,
 } from '../log-store.js';
+import { changesUntil } from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -140,6 +141,7 @@ export class SqliteStore implements LogStore {
       ),
       list: db.prepare(LIVE_ENTRIES_SQL),
       changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
+      keyChanges: db.prepare(KEY_RECORDS_AFTER_SQL).raw(true),
       claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
       remember: db.prepare(
         'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
@@ -228,16 +230,22 @@ export class SqliteStore implements LogStore {
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
-    const params = { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit };
+    const until = changesUntil(query);
+    const { after, limit } = query;
+    const rows =
+      query.key !== undefined
+        ? this.sql.keyChanges.iterate({ after, until, key: query.key, limit })
+        : this.sql.changes.iterate({ after, until, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit });
     const { rows: records, stoppedByChars } = takePage(
-      this.sql.changes.iterate(params) as IterableIterator<unknown[]>,
+      rows as IterableIterator<unknown[]>,
       toRecord,
       (record) => record.key.length + (record.value?.length ?? 0),
       query.maxChars,
     );
     const full = stoppedByChars || records.length === query.limit;
     // Synchronous: nothing can commit between the read and these.
-    const page = { records, head: this.meta.head, horizon: this.meta.horizon, full };
+    const head = this.meta.head;
+    const page = { records, head, horizon: this.meta.horizon, full, examined: Math.min(head, until) };
     await this.durable(page.head);
     return page;
   }
