@@ -3,6 +3,7 @@
 // the long poll and the event stream, which must agree exactly.
 import { ApiError } from '../contract/errors.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
+import { ReadTurns } from './read-turns.js';
 
 export interface FeedPage {
   records: StoredRecord[];
@@ -49,9 +50,14 @@ export function checkReader(after: number, position: { head: number; horizon: nu
   }
 }
 
-export async function readFeed(store: LogStore, query: FeedQuery): Promise<FeedPage> {
+/** One queue of turns for every reader of the feed in the process. */
+const turns = new ReadTurns();
+
+/** A page of the feed, read in its turn (read-turns.ts); not read at all once `gone` is true. */
+export async function readFeed(store: LogStore, query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
   const { key, ...rest } = query;
-  const page = await store.readChanges({ ...rest, ...(key !== undefined ? { key } : {}), scan: FEED_SCAN_RECORDS });
+  const changes = { ...rest, ...(key !== undefined ? { key } : {}), scan: FEED_SCAN_RECORDS };
+  const page = await turns.run(() => store.readChanges(changes), gone);
   checkReader(query.after, page);
   const last = page.records[page.records.length - 1];
   return { records: page.records, next: page.full && last ? last.offset : page.examined, head: page.head };

@@ -31,7 +31,9 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     const deadline = Date.now() + wait * 1000;
     const query = { ...filter, after, limit, maxChars: CHANGES_PAGE_CHARS };
 
-    let page = await readFeed(store, query);
+    // A client that left while its read waited for its turn is not read for.
+    const gone = (): boolean => reply.raw.destroyed;
+    let page = await readFeed(store, query, gone);
     // Waits only at the head: a filtered read that stopped at its scan bound answers at
     // once with the position it reached, and the reader continues from there.
     if (page.records.length === 0 && page.next >= page.head && wait > 0) {
@@ -45,7 +47,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
           if (notifier.head <= page.next) await waiter.wait(deadline);
           if (lifetime.signal.aborted) break;
-          page = await readFeed(store, { ...query, after: page.next });
+          page = await readFeed(store, { ...query, after: page.next }, gone);
           if (page.next < page.head) break;
         }
       } finally {
