@@ -21,6 +21,7 @@ import { ApiError } from './contract/errors.js';
 import { clientErrorHandler, errorHandler, notFoundHandler } from './http/error-handler.js';
 import { Metrics } from './metrics.js';
 import { registerOverload } from './http/overload.js';
+import { decodedBody } from './http/content-encoding.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
 import { adminRoutes } from './routes/admin.js';
@@ -188,6 +189,13 @@ export async function buildApp(config: Config): Promise<App> {
   app.setNotFoundHandler(notFoundHandler);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    try {
+      done(null, decodedBody(req, payload, req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!));
+    } catch (err) {
+      done(err as Error);
+    }
+  });
 
   // The hooks that run on every request take callbacks: cheaper than async functions on
   // the hottest path (bench/profile.ts).
