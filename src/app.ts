@@ -36,6 +36,7 @@ import { SnapshotSlots } from './feed/snapshot-slots.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
 import { openStore } from './store/open-store.js';
 import { WriteBatcher } from './writes/write-batcher.js';
+import { keepExactNumbers } from './writes/exact-numbers.js';
 
 /** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
 export interface RouteEntry {
@@ -110,12 +111,20 @@ function validatorCompiler() {
 function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
   if (body.length === 0) return done(new ApiError('invalid_json', 'the body is empty'));
   if (!isUtf8(body)) return done(new ApiError('invalid_json', 'the body is not valid UTF-8'));
+  let parsed: unknown;
+  const text = body.toString('utf8');
   try {
-    done(null, secureJson.parse(body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }));
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (err) {
     const message = err instanceof SyntaxError ? err.message : 'the body is not valid JSON';
-    done(new ApiError('invalid_json', message));
+    return done(new ApiError('invalid_json', message));
   }
+  try {
+    keepExactNumbers(text, parsed);
+  } catch (err) {
+    return done(err as Error);
+  }
+  done(null, parsed);
 }
 
 export async function buildApp(config: Config): Promise<App> {

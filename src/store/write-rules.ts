@@ -23,7 +23,10 @@ export function checkCondition(op: WriteOp, liveOffset: number | null, index: nu
 /** The result of an incr on the live value's JSON text (null: absent, counts as 0). */
 export function incremented(by: number, liveValue: string | null, index: number): number {
   const base = liveValue === null ? 0 : (JSON.parse(liveValue) as unknown);
-  const sum = typeof base === 'number' ? base + by : NaN;
+  // A stored number kept as written that a double does not hold (12345678901234567890,
+  // 1.0000000000000000001) is not one incr can add to without changing it.
+  const exact = typeof base === 'number' && JSON.stringify(base) === liveValue;
+  const sum = exact ? base + by : NaN;
   if (!(Math.abs(sum) <= Number.MAX_SAFE_INTEGER)) throw new Refusal({ code: 'not_a_number', index });
   return sum;
 }
