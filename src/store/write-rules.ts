@@ -25,7 +25,7 @@ export function incremented(by: number, liveValue: string | null, index: number)
   const base = liveValue === null ? 0 : (JSON.parse(liveValue) as unknown);
   // A stored number kept as written that a double does not hold (12345678901234567890,
   // 1.0000000000000000001) is not one incr can add to without changing it.
-  const exact = typeof base === 'number' && JSON.stringify(base) === liveValue;
+  const exact = typeof base === 'number' && (liveValue === null || JSON.stringify(base) === liveValue);
   const sum = exact ? base + by : NaN;
   if (!(Math.abs(sum) <= Number.MAX_SAFE_INTEGER)) throw new Refusal({ code: 'not_a_number', index });
   return sum;
