@@ -26,7 +26,14 @@ export class ReadTurns {
    */
   run<T>(work: () => Promise<T>, gone?: () => boolean): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ start: () => work().then(resolve, reject), gone, refuse: reject });
+      const start = (): void => {
+        try {
+          work().then(resolve, reject);
+        } catch (err) {
+          reject(err as Error);
+        }
+      };
+      this.queue.push({ start, gone, refuse: reject });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(this.slice);

@@ -32,7 +32,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     const query = { ...filter, after, limit, maxChars: CHANGES_PAGE_CHARS };
 
     // A client that left while its read waited for its turn is not read for.
-    const gone = (): boolean => reply.raw.destroyed;
+    const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
     let page = await readFeed(store, query, gone);
     // Waits only at the head: a filtered read that stopped at its scan bound answers at
     // once with the position it reached, and the reader continues from there.
