@@ -65,7 +65,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     });
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
-    const closed = metrics.openStream('sse');
+    const closed = metrics.openStream('sse', req.raw);
     const source = new ChangeStreamSource({ tail, notifier, ...filter, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind

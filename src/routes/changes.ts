@@ -40,7 +40,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
       const release = watchers.acquire();
       const lifetime = requestLifetime(reply, lifecycle.shutdown);
       const waiter = new RepeatedWaiter(notifier, lifetime.signal);
-      const closed = metrics.openStream('long_poll');
+      const closed = metrics.openStream('long_poll', req.raw);
       try {
         // Woken by every commit; commits of other keys just mean another look, at the
         // records committed since the last one only.
