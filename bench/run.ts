@@ -29,6 +29,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['peers', async () => (await import('./peers.js')).peersFigure],
   ['snapshot', async () => (await import('./snapshot.js')).snapshotFigure],
   ['fanout', async () => (await import('./fanout.js')).fanoutFigure],
+  ['filtered-polls', async () => (await import('./filtered-polls.js')).filteredPollsFigure],
   ['compact', async () => (await import('./compact.js')).compactFigure],
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
   ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],
