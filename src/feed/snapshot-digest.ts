@@ -1,6 +1,6 @@
 // The digest a snapshot sends in its last line: of the keys it sent. A whole snapshot
-// takes the stored digest read with its offset; a prefix-filtered one sums the terms of
-// its lines as they stream (each line is parsed for its key and offset).
+// takes the stored digest read with its offset; a filtered one (prefix or key) sums the
+// terms of its lines as they stream (each line is parsed for its key and offset).
 import { digestHex, digestTerm } from '../contract/digest.js';
 import type { SnapshotReader } from '../store/log-store.js';
 
@@ -9,12 +9,13 @@ export class SnapshotDigest {
 
   constructor(
     private readonly reader: SnapshotReader,
-    private readonly prefix: string,
+    /** True when the snapshot sends every live key. */
+    private readonly whole: boolean,
   ) {}
 
   /** Takes a page of JSON lines, each with "key" and "offset" members. */
   add(lines: string[]): void {
-    if (this.prefix === '') return;
+    if (this.whole) return;
     for (const line of lines) {
       const { key, offset } = JSON.parse(line) as { key: string; offset: number };
       this.sum += digestTerm(key, offset);
@@ -22,6 +23,6 @@ export class SnapshotDigest {
   }
 
   hex(): string {
-    return digestHex(this.prefix === '' ? this.reader.digest : this.sum);
+    return digestHex(this.whole ? this.reader.digest : this.sum);
   }
 }

@@ -34,10 +34,10 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const prefix = checkPrefix(req.query.prefix);
     const { reader, release } = await slots.open(store, prefix);
 
-    const closed = metrics.openStream('snapshot');
+    const closed = metrics.openStream('snapshot', req.raw);
     let count = 0;
     let ended = false;
-    const digest = new SnapshotDigest(reader, prefix);
+    const digest = new SnapshotDigest(reader, prefix === '');
     // Shutdown cuts a snapshot short: without its last line the client knows it is incomplete.
     const cut = (): void => void reply.raw.destroy();
     lifecycle.shutdown.addEventListener('abort', cut, { once: true });
