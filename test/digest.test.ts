@@ -3,6 +3,7 @@
 // snapshot, and a StateMirror that followed keeps the same; a mirror fed a wrong record
 // (through a proxy that rewrites the stream) reports both digests.
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -24,8 +25,8 @@ afterEach(async () => {
 
 const urlOf = (app: TestApp) => `http://127.0.0.1:${(app.app.server.address() as { port: number }).port}`;
 
-function mirrorOf(url: string): StateMirror {
-  const mirror = new StateMirror({ url, retry: { baseDelayMs: 10, maxDelayMs: 100 }, warn: () => {} });
+function mirrorOf(url: string, options: { checkpoint?: string } = {}): StateMirror {
+  const mirror = new StateMirror({ url, retry: { baseDelayMs: 10, maxDelayMs: 100 }, warn: () => {}, ...options });
   mirrors.push(mirror);
   return mirror;
 }
@@ -83,6 +84,23 @@ describe('the state digest', () => {
       { numRuns: 25 },
     );
     expect(errors).toEqual([]);
+  });
+
+  it('a mirror restarted from its checkpoint keeps its digest and verifies', async () => {
+    t = await startApp({ STATELOG_SYNC: 'normal' });
+    const app = t;
+    const checkpoint = join(app.dir, 'mirror.checkpoint');
+    await app.http.post('/v1/records').set(json).send({ records: [{ key: 'a', value: 1 }, { key: 'b', value: 2 }] });
+    const first = mirrorOf(urlOf(app), { checkpoint });
+    expect((await first.verify()).ok).toBe(true);
+    await first.close();
+    mirrors = mirrors.filter((m) => m !== first);
+    await app.http.post('/v1/records').set(json).send({ records: [{ key: 'a', op: 'delete' }, { key: 'c', value: 3 }] });
+    const second = mirrorOf(urlOf(app), { checkpoint });
+    await second.ready;
+    expect(second.digest).toBe(first.digest);
+    const check = await second.verify();
+    expect(check).toMatchObject({ ok: true, offset: 4 });
   });
 
   it('a mirror fed a wrong record reports both digests, at snapshot-end and on verify()', async () => {
