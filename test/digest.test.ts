@@ -86,6 +86,33 @@ describe('the state digest', () => {
     expect(errors).toEqual([]);
   });
 
+  it('a filtered snapshot (prefix or key) and its stream carry the digest of the keys they sent', async () => {
+    t = await startApp({ STATELOG_SYNC: 'normal' });
+    const app = t;
+    await app.http.post('/v1/records').set(json).send({ records: [{ key: 'p/1', value: 1 }, { key: 'p/2', value: 2 }, { key: 'q', value: 3 }, { key: 'p/1', value: 4 }] });
+    const expected = (keys: string[], lines: { key: string; offset: number }[]) => {
+      expect(lines.map((line) => line.key)).toEqual(keys);
+      return digestHex(digestOf(lines));
+    };
+    const snapshot = (await app.http.get('/v1/snapshot?prefix=p/')).text.trim().split('\n').map((line) => JSON.parse(line));
+    const trailer = snapshot.pop();
+    expect(trailer.digest).toBe(expected(['p/1', 'p/2'], snapshot));
+    for (const query of ['prefix=p/', 'key=q']) {
+      const controller = new AbortController();
+      const res = await fetch(`${urlOf(app)}/v1/changes/stream?snapshot=true&${query}`, { signal: controller.signal });
+      let text = '';
+      const decoder = new TextDecoder();
+      for await (const chunk of res.body!) {
+        text += decoder.decode(chunk as Uint8Array, { stream: true });
+        if (/event: snapshot-end\ndata: .*\n/.test(text)) break;
+      }
+      controller.abort();
+      const records = [...text.matchAll(/event: record\ndata: (.*)\n/g)].map((m) => JSON.parse(m[1]!) as { key: string; offset: number });
+      const end = JSON.parse(/event: snapshot-end\ndata: (.*)\n/.exec(text)![1]!) as { digest: string };
+      expect(end.digest, query).toBe(expected(query === 'key=q' ? ['q'] : ['p/1', 'p/2'], records));
+    }
+  });
+
   it('a mirror restarted from its checkpoint keeps its digest and verifies', async () => {
     t = await startApp({ STATELOG_SYNC: 'normal' });
     const app = t;
