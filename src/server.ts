@@ -2,10 +2,11 @@
 import closeWithGrace from 'close-with-grace';
 import { buildApp, type App } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { describeStore } from './store/open-store.js';
 
-function fail(message: string): never {
-  process.stderr.write(`statelog: ${message}\n`);
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+function fail(line: string): never {
+  process.stderr.write(`statelog: ${line}\n`);
   process.exit(1);
 }
 
@@ -20,9 +21,10 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
 
   let app: App;
   try {
+    // A failed step closes what the steps before it opened; its message names the step.
     app = await buildApp(config);
   } catch (err) {
-    fail(`cannot open the database ${describeStore(config)}: ${err instanceof Error ? err.message : String(err)}`);
+    fail(message(err));
   }
 
   if (!config.tokens) app.log.warn('STATELOG_TOKENS is not set: every route is open to anyone who can connect');
@@ -35,7 +37,12 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
     await app.close();
   });
 
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await app.close().catch((closeErr: unknown) => process.stderr.write(`statelog: closing failed: ${message(closeErr)}\n`));
+    fail(`cannot listen on ${config.host}:${config.port}: ${message(err)}`);
+  }
   return app;
 }
 
