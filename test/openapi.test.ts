@@ -12,8 +12,8 @@ import supertest, { type Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requiredRole } from '../src/http/auth.js';
 import type { Role } from '../src/config.js';
-import { json, startApp, type TestApp } from './helpers.js';
-import { baseUrl, SseClient, untilStalled } from './stream-clients.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, SseClient, untilStalled } from './support/stream-clients.js';
 import { askUntil, saturate } from './support/load.js';
 import {
   documentedResponses,

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { TEST_STORE, tempDir, testStore, type TestStore } from './helpers.js';
+import { TEST_STORE, tempDir, testStore, type TestStore } from './support/helpers.js';
 import { runServerExpectingExit } from './support/child-server.js';
 
 let dir: string;

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { errorHandler } from '../../src/http/error-handler.js';
 import { acceptsGzip, loadAssets, uiRoutes } from '../../src/routes/ui.js';
-import { startApp, type TestApp } from '../helpers.js';
+import { startApp, type TestApp } from '../support/helpers.js';
 import { bearer } from '../support/http.js';
 import { registeredRoutes } from '../support/routes.js';
 
