@@ -54,7 +54,7 @@ export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
     level: config.logLevel,
     // Wherever a request's headers end up in a log line, the token does not. Paths are
     // listed, not matched by '*.headers': a wildcard makes every line (and every request's
-    // child logger) walk the object, about 4 µs a request at LOG_LEVEL=info.
+    // child logger) walk the whole object.
     redact: {
       paths: ['headers.authorization', 'req.headers.authorization', 'request.headers.authorization'],
       censor: '[redacted]',
