@@ -65,7 +65,7 @@ export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
 }
 
 export async function buildApp(config: Config): Promise<App> {
-  const auth = authenticator({ config });
+  const auth = authenticator(config);
   const accessLog = new AccessLog();
   const app = Fastify({
     logger: loggerOptions(config),

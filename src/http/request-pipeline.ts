@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../contract/errors.js';
+import type { Config } from '../config.js';
 import type { AppServices } from '../services.js';
 import { Authenticator } from './auth.js';
 import { errorHandler } from './error-handler.js';
@@ -30,8 +31,8 @@ export class AccessLog extends LogController {
 }
 
 /** The auth of these settings, or null when no tokens are set (every route open). */
-export function authenticator(services: Pick<AppServices, 'config'>): Authenticator | null {
-  return services.config.tokens ? new Authenticator(services.config.tokens) : null;
+export function authenticator(config: Config): Authenticator | null {
+  return config.tokens ? new Authenticator(config.tokens) : null;
 }
 
 /**
