@@ -63,7 +63,7 @@ export function freePort(): Promise<number> {
 }
 
 /** The line fastify logs (at info) once the server listens. */
-export const LISTENING_LINE = /Server listening at http:\/\/[^\s"]+/;
+export const LISTENING_LINE = /Server listening at https?:\/\/[^\s"]+/;
 
 /** Starts the process and returns at once (for start-ups that are expected to fail). */
 export function launchServer(options: LaunchOptions = {}): ServerProcess {
@@ -149,8 +149,13 @@ export async function startServer(options: StartOptions = {}): Promise<Listening
       server.proc.kill('SIGKILL');
       throw new Error(`${options.entry ?? 'the server'} did not answer within ${timeoutMs} ms:\n${server.stdout()}\n${server.stderr()}`);
     }
-    const ready = options.readyLine ? options.readyLine.test(server.stdout()) : await accepts(port);
-    if (ready) return { ...server, port, url };
+    if (options.readyLine) {
+      const line = options.readyLine.exec(server.stdout());
+      // The line names the scheme: https when the server was given a certificate.
+      if (line) return { ...server, port, url: line[0].includes('https://') ? url.replace('http:', 'https:') : url };
+    } else if (await accepts(port)) {
+      return { ...server, port, url };
+    }
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }

@@ -19,6 +19,8 @@ import { snapshotRoutes } from './routes/snapshot.js';
 import { uiRoutes } from './routes/ui.js';
 import { openServices, StartupError, type Services } from './services.js';
 
+export { CORS_HEADERS } from './http/request-pipeline.js';
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The services the app opened; app.close() closes them. */
@@ -64,6 +66,21 @@ export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   };
 }
 
+/**
+ * Node's server options: HTTP, or HTTPS with the configured certificate (server.ts
+ * replaces it on SIGHUP). A TLS connection that never finishes its handshake is given
+ * as long as a slow sender's headers.
+ */
+function serverOptions(config: Config) {
+  const http = {
+    headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
+    connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
+  };
+  if (!config.tls) return { http };
+  const { cert, key } = config.tls;
+  return { https: { ...http, cert, key, handshakeTimeout: SERVER_TIMEOUTS.headersTimeoutMs } };
+}
+
 export async function buildApp(config: Config): Promise<App> {
   const auth = authenticator(config);
   const accessLog = new AccessLog();
@@ -79,10 +96,7 @@ export async function buildApp(config: Config): Promise<App> {
     keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
     requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
     connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
-    http: {
-      headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
-      connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
-    },
+    ...serverOptions(config),
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
   }).withTypeProvider<TypeBoxTypeProvider>();

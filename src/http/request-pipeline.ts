@@ -1,8 +1,9 @@
 // What every request goes through, whatever its route: its id, the refusal during
-// shutdown, load shedding, auth, its metrics and its one access-log line.
+// shutdown, CORS, load shedding, auth, its metrics and its one access-log line.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import cors from '@fastify/cors';
 import fp from 'fastify-plugin';
 import { ApiError } from '../contract/errors.js';
 import type { Config } from '../config.js';
@@ -57,6 +58,16 @@ export function frameworkErrors(auth: Authenticator | null, accessLog: AccessLog
   };
 }
 
+/**
+ * The headers a browser page on an allowed origin may send and read. Exposed: what the
+ * API answers with beyond the CORS-safelisted ones (offsets as ETag, the snapshot's
+ * position, Retry-After on 429 and 503, the request id).
+ */
+export const CORS_HEADERS = {
+  allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
+  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate'],
+};
+
 export interface RequestPipelineOptions {
   services: AppServices;
   auth: Authenticator | null;
@@ -73,6 +84,17 @@ export const requestPipeline = fp(async (app: FastifyInstance, { services, auth 
     }
     done();
   });
+  // Before auth: a preflight carries no token and is answered here, and every answer,
+  // a refusal included, carries the CORS headers the page needs to read it.
+  if (config.corsOrigins) {
+    await app.register(cors, {
+      origin: config.corsOrigins[0] === '*' ? '*' : config.corsOrigins,
+      methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+      allowedHeaders: CORS_HEADERS.allowed,
+      exposedHeaders: CORS_HEADERS.exposed,
+      maxAge: 600,
+    });
+  }
   await registerOverload(app, config);
   // Also runs for paths that match no route, so an unknown /v1 path is refused with
   // 401 or 403 before anyone learns that it does not exist.

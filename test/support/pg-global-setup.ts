@@ -1,6 +1,6 @@
 // vitest globalSetup of the postgres project: the server must answer, and databases
 // left behind by killed runs are dropped before this run creates its own.
-import { closeAdmin, dropLeftoverDatabases, PG_ADMIN_URL } from './pg-database.js';
+import { closeAdmin, dropLeftoverDatabases, PG_ADMIN_URL } from '../../harness/pg-database.js';
 
 export default async function setup(): Promise<void> {
   try {
