@@ -45,6 +45,8 @@ export interface StartOptions {
   wrapper?: string[];
   /** The server's stdout: shown (default), or dropped. */
   output?: 'inherit' | 'discard';
+  /** How long it may take to listen (default 60 s; more under valgrind). */
+  startupMs?: number;
 }
 
 /**
@@ -62,7 +64,7 @@ export async function startNode(entry: string, env: Record<string, string>, opti
       nodeArgs: options.nodeArgs,
       wrapper: options.wrapper,
       output: options.output === 'discard' ? 'quiet' : 'inherit',
-      timeoutMs: 60_000,
+      timeoutMs: options.startupMs ?? 60_000,
     });
   } catch (err) {
     options.cleanup?.();

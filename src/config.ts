@@ -28,6 +28,8 @@ export interface Config {
   idempotencyTtlMs: number;
   maxValueBytes: number;
   maxSnapshots: number;
+  /** Long polls that wait and change streams open at once; beyond it 429. */
+  maxWatchers: number;
   /** token → role; null when auth is off. */
   tokens: Map<string, Role> | null;
   logLevel: string;
@@ -221,9 +223,10 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyTtlMs: integer(env, 'STATELOG_IDEMPOTENCY_TTL_MS', 86_400_000, 1),
     maxValueBytes: integer(env, 'STATELOG_MAX_VALUE_BYTES', 1_048_576, 1, 256 * 1024 * 1024),
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
+    maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
     tokens: parseTokens(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    // Not in the contract: operators' knobs for shedding load (see docs/container.md).
+    // Operators' knobs for shedding load (README, Settings; docs/design.md, Overload).
     maxEventLoopDelayMs: integer(env, 'STATELOG_MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 600_000),
     loadSampleIntervalMs: integer(env, 'STATELOG_LOAD_SAMPLE_INTERVAL_MS', 1000, 10, 60_000),
     tls: tlsFiles(env),

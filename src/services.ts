@@ -5,6 +5,7 @@ import { setMaxListeners } from 'node:events';
 import { Compactor, compactionSettings, type CompactorLog } from './compaction/compactor.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
+import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
 import { describeStore, openStore } from './store/open-store.js';
@@ -25,6 +26,8 @@ export interface AppServices {
   lifecycle: Lifecycle;
   /** Streams, long polls and snapshots report themselves here (metrics.openStream). */
   metrics: Metrics;
+  /** The cap on long polls and change streams open at once. */
+  watchers: WatcherSlots;
 }
 
 export interface Services extends AppServices {
@@ -94,6 +97,7 @@ export async function openServices(config: Config, log: ServicesLog): Promise<Se
       tombstonesRemoved: compactor.tombstonesRemoved,
       lastDurationMs: compactor.lastCompaction?.durationMs ?? 0,
       totalDurationMs: compactor.durationMsTotal,
+      lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
     }));
 
     // Commits of other nodes sharing the database wake this node's readers too.
@@ -111,6 +115,7 @@ export async function openServices(config: Config, log: ServicesLog): Promise<Se
       notifier,
       lifecycle,
       metrics,
+      watchers: new WatcherSlots(config.maxWatchers),
       compactor,
       beginShutdown,
       close() {

@@ -1,11 +1,14 @@
-// How requests are read and refused: validation against the schemas, JSON bodies only,
-// and the one error handler that writes the contract's error body.
+// How requests are read and refused: validation against the schemas, JSON bodies only
+// (compressed or not, numbers kept as written), and the one error handler that writes
+// the contract's error body.
 import { isUtf8 } from 'node:buffer';
 import { Ajv } from 'ajv';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import secureJson from 'secure-json-parse';
 import { ApiError } from '../contract/errors.js';
+import { keepExactNumbers } from '../writes/exact-numbers.js';
+import { decodedBody } from './content-encoding.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 
 /**
@@ -24,12 +27,20 @@ function validatorCompiler() {
 function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
   if (body.length === 0) return done(new ApiError('invalid_json', 'the body is empty'));
   if (!isUtf8(body)) return done(new ApiError('invalid_json', 'the body is not valid UTF-8'));
+  let parsed: unknown;
+  const text = body.toString('utf8');
   try {
-    done(null, secureJson.parse(body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }));
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (err) {
     const message = err instanceof SyntaxError ? err.message : 'the body is not valid JSON';
-    done(new ApiError('invalid_json', message));
+    return done(new ApiError('invalid_json', message));
   }
+  try {
+    keepExactNumbers(text, parsed);
+  } catch (err) {
+    return done(err as Error);
+  }
+  done(null, parsed);
 }
 
 export const parsing = fp(async (app: FastifyInstance) => {
@@ -38,4 +49,11 @@ export const parsing = fp(async (app: FastifyInstance) => {
   app.setNotFoundHandler(notFoundHandler);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    try {
+      done(null, decodedBody(req, payload, req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!));
+    } catch (err) {
+      done(err as Error);
+    }
+  });
 });

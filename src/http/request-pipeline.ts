@@ -20,6 +20,12 @@ export function requestId(req: IncomingMessage): string {
   return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
 }
 
+/**
+ * Routes that machines poll: health checks, scrapes, and the dashboard's page and its
+ * stats every 2 s. Their successful answers are logged at debug, or they would drown the rest.
+ */
+const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
+
 /** One access-log line per request, when it completes, instead of fastify's two. */
 export class AccessLog extends LogController {
   override incomingRequest(): void {}
@@ -27,6 +33,7 @@ export class AccessLog extends LogController {
   override requestCompleted(err: Error | null, req: FastifyRequest, reply: FastifyReply): void {
     const line = { method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime };
     if (err) reply.log.error({ ...line, err }, 'request failed');
+    else if (reply.statusCode < 400 && POLLED_ROUTES.has(req.routeOptions.url ?? '')) reply.log.debug(line, 'request');
     else reply.log.info(line, 'request');
   }
 }
@@ -102,7 +109,7 @@ export const requestPipeline = fp(async (app: FastifyInstance, { services, auth 
     app.addHook('onRequest', (req, _reply, done) => done(auth.check(req) ?? undefined));
   }
   app.addHook('onResponse', (req, reply, done) => {
-    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime);
+    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime, req.raw);
     done();
   });
   app.addHook('onSend', (req, reply, payload, done) => {
