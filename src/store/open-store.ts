@@ -16,7 +16,12 @@ export async function openStore(config: Config): Promise<LogStore> {
       idempotencyTtlMs: config.idempotencyTtlMs,
     });
   }
-  return new SqliteStore({ path: config.dbPath, sync: config.sync, idempotencyTtlMs: config.idempotencyTtlMs });
+  return new SqliteStore({
+    path: config.dbPath,
+    sync: config.sync,
+    idempotencyTtlMs: config.idempotencyTtlMs,
+    startupCheckMaxBytes: config.startupCheckMaxBytes,
+  });
 }
 
 /** The database, for messages: a file path, or a URL without its password. */

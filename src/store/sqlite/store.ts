@@ -10,6 +10,7 @@ import type { SyncMode } from '../../config.js';
 import { SqliteCheckpointer } from './checkpointer.js';
 import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './compaction.js';
 import { migrate } from './migrations.js';
+import { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { checkCondition, incremented, Refusal } from '../write-rules.js';
@@ -41,6 +42,10 @@ export interface SqliteStoreOptions {
   idempotencyTtlMs: number;
   /** How the WAL is fsynced with sync = full (a test holds or fails it); by default fdatasync. */
   datasync?: ConstructorParameters<typeof WalSyncer>[2];
+  /** PRAGMA quick_check at opening for files up to this many bytes (0: never; default: never). */
+  startupCheckMaxBytes?: number;
+  /** Called once when an fsync has failed: nothing more can be promised durable. */
+  onFatal?: (err: Error) => void;
 }
 
 interface Meta {
@@ -85,6 +90,20 @@ export function openDatabase(path: string): Database.Database {
   return db;
 }
 
+/**
+ * Refuses a corrupt file before serving from it: PRAGMA quick_check reads every page
+ * (without cross-checking indexes against tables, which integrity_check adds), so its
+ * cost grows with the file; files above `maxBytes` are opened unchecked.
+ */
+function checkIntegrity(db: Database.Database, path: string, maxBytes: number): void {
+  if (path === ':memory:' || maxBytes === 0) return;
+  const bytes = statSync(path).size;
+  if (bytes === 0 || bytes > maxBytes) return;
+  const problems = db.pragma('quick_check(3)', { simple: false }) as { quick_check: string }[];
+  const found = problems.map((row) => row.quick_check).filter((line) => line !== 'ok');
+  if (found.length > 0) throw new Error(`the database file is corrupt (quick_check: ${found.join('; ')})`);
+}
+
 export class SqliteStore implements LogStore {
   readonly db: Database.Database;
   private meta: Meta;
@@ -102,6 +121,8 @@ export class SqliteStore implements LogStore {
   });
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
   private readonly snapshots = new Set<SqliteSnapshot>();
+  /** This process's hold on the file (none for :memory:). */
+  private readonly lock: ProcessLock | null = null;
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
   private checkpointer: SqliteCheckpointer | null = null;
   /**
@@ -115,8 +136,23 @@ export class SqliteStore implements LogStore {
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.ttlMs = options.idempotencyTtlMs;
-    this.db = openDatabase(options.path);
-    migrate(this.db);
+    if (options.path !== ':memory:') {
+      mkdirSync(dirname(options.path), { recursive: true });
+      this.lock = ProcessLock.acquire(options.path);
+    }
+    try {
+      this.db = openDatabase(options.path);
+      try {
+        checkIntegrity(this.db, options.path, options.startupCheckMaxBytes ?? 0);
+        migrate(this.db);
+      } catch (err) {
+        this.db.close();
+        throw err;
+      }
+    } catch (err) {
+      this.lock?.release();
+      throw err;
+    }
     const db = this.db;
     this.sql = {
       meta: db.prepare(
@@ -476,5 +512,6 @@ export class SqliteStore implements LogStore {
     this.checkpointer?.close();
     this.db.pragma('wal_checkpoint(TRUNCATE)');
     this.db.close();
+    this.lock?.release();
   }
 }
