@@ -3,6 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { isUtf8 } from 'node:buffer';
+import { tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
 import { Ajv } from 'ajv';
 import Fastify, {
   LogController,
@@ -32,6 +34,7 @@ import { uiRoutes } from './routes/ui.js';
 import type { AppServices, Lifecycle } from './services.js';
 import { trackConnections } from './http/silent-connections.js';
 import { SnapshotSlots } from './feed/snapshot-slots.js';
+import { SpoolBudget } from './feed/snapshot-spool.js';
 import { openStore } from './store/open-store.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 
@@ -239,7 +242,8 @@ export async function buildApp(config: Config): Promise<App> {
   await app.register(adminRoutes, { compactor });
   await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });
   // Snapshots and snapshot=true streams share one limit.
-  const slots = new SnapshotSlots(config.maxSnapshots);
+  const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
+  const slots = new SnapshotSlots(config.maxSnapshots, { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) });
   await app.register(snapshotRoutes, { services, slots });
   await app.register(changesRoutes, { services });
   await app.register(changeStreamRoutes, { services, slots });

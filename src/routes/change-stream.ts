@@ -41,7 +41,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     // also answers 503 before the stream opens if the database cannot be reached.
     if (!withSnapshot) checkReader(after, await store.readPosition());
 
-    const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
+    const snapshot = withSnapshot ? await options.slots.open(store, prefix, 'record') : null;
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse');
@@ -66,6 +66,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
         source.close();
         closed();
       },
+      { stalled: { socket: req.raw.socket, ms: options.services.config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
     );
     return reply
       .type('text/event-stream; charset=utf-8')
