@@ -36,6 +36,7 @@ import { trackConnections } from './http/silent-connections.js';
 import { SnapshotSlots } from './feed/snapshot-slots.js';
 import { SpoolBudget } from './feed/snapshot-spool.js';
 import { openStore } from './store/open-store.js';
+import { StoreFaults } from './store/unavailable.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 
 /** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
@@ -119,8 +120,23 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
   }
 }
 
-export async function buildApp(config: Config): Promise<App> {
-  const store = await openStore(config);
+export interface BuildOptions {
+  /**
+   * A failed fsync: nothing more can be promised durable (the kernel may have dropped
+   * the pages), so the process must stop; by default the app stops serving writes.
+   */
+  onFatal?: (err: Error) => void;
+}
+
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
+  /** Logs a fatal error once the app's logger exists. */
+  let logFatal: (err: Error) => void = () => {};
+  const store = await openStore(config, {
+    onFatal: (err) => {
+      logFatal(err);
+      options.onFatal?.(err);
+    },
+  });
   const notifier = new ChangeNotifier();
   notifier.publish(store.position().head);
   const metrics = new Metrics(store);
@@ -135,7 +151,8 @@ export async function buildApp(config: Config): Promise<App> {
   // Every open stream and long poll listens for shutdown: no leak at any count.
   setMaxListeners(0, shutdown.signal);
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
-  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics };
+  const faults = new StoreFaults();
+  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics, faults };
   const auth = config.tokens && new Authenticator(config.tokens);
   const accessLog = new AccessLog();
 
@@ -177,6 +194,7 @@ export async function buildApp(config: Config): Promise<App> {
       return errorHandler(new ApiError(code, message), req, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  logFatal = (err) => app.log.fatal({ err }, 'an fsync failed: nothing more can be promised durable; the process stops');
 
   // Commits of other nodes sharing the database wake this node's readers too.
   const unwatch = store.watchHead(
@@ -185,7 +203,10 @@ export async function buildApp(config: Config): Promise<App> {
   );
 
   app.setValidatorCompiler(validatorCompiler());
-  app.setErrorHandler(errorHandler);
+  app.setErrorHandler((err: Error, req, reply) => {
+    faults.observe(err);
+    return errorHandler(err, req, reply);
+  });
   app.setNotFoundHandler(notFoundHandler);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
@@ -239,7 +260,7 @@ export async function buildApp(config: Config): Promise<App> {
     lastDurationMs: compactor.lastCompaction?.durationMs ?? 0,
     totalDurationMs: compactor.durationMsTotal,
   }));
-  await app.register(adminRoutes, { compactor });
+  await app.register(adminRoutes, { compactor, faults });
   await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });
   // Snapshots and snapshot=true streams share one limit.
   const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());

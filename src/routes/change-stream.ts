@@ -59,7 +59,12 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     lifecycle.shutdown.addEventListener('abort', onShutdown, { once: true });
 
     const stream = pullStream(
-      () => source.next(),
+      () =>
+        source.next().catch((err: unknown) => {
+          // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
+          options.services.faults.observe(err);
+          throw err;
+        }),
       () => {
         lifecycle.shutdown.removeEventListener('abort', onShutdown);
         lifetime.dispose();

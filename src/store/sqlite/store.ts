@@ -2,7 +2,7 @@
 // better-sqlite3 is synchronous, so a commit of a group of requests runs as one
 // uninterrupted transaction on the event loop, and its fsync (STATELOG_SYNC=full) runs
 // after it on the thread pool (wal-syncer.ts).
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statfsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
@@ -14,6 +14,7 @@ import { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { checkCondition, incremented, Refusal } from '../write-rules.js';
+import { isStoreFull } from '../unavailable.js';
 import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
 import type {
   AppliedOp,
@@ -67,6 +68,9 @@ interface Meta {
  * back, so an entry here is always the key's current one. Compaction never touches a
  * live key's record. Bounded by the characters of keys and values.
  */
+/** Free space asked for before readiness comes back after a write found the disk full. */
+const MIN_FREE_BYTES = 4 * 1024 * 1024;
+
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
 
 interface StateRow {
@@ -121,6 +125,8 @@ export class SqliteStore implements LogStore {
   });
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
   private readonly snapshots = new Set<SqliteSnapshot>();
+  /** The last write failed for want of space (SQLITE_FULL): readiness fails until one can commit. */
+  private noRoom: Error | null = null;
   /** This process's hold on the file (none for :memory:). */
   private readonly lock: ProcessLock | null = null;
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
@@ -184,6 +190,8 @@ export class SqliteStore implements LogStore {
       pageCount: db.prepare('PRAGMA page_count').pluck(),
       pageSize: db.prepare('PRAGMA page_size').pluck(),
       oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
+      // Rewrites the meta row unchanged: a commit of one page, as small as a write can be.
+      probe: db.prepare('UPDATE meta SET last_ts = last_ts WHERE id = 1'),
       saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
     };
     this.applyGroup = db.transaction((requests: WriteRequest[], ts: number, now: number) => {
@@ -206,7 +214,7 @@ export class SqliteStore implements LogStore {
     this.meta = { ...meta, supersededSince: oldest ?? null };
     // A syncer starts with nothing known durable: the first commit or read fsyncs
     // whatever a killed predecessor left in the page cache.
-    this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync) : null;
+    this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync, options.onFatal) : null;
     // A log opened with a large backlog is about to be compacted: the checkpointer's
     // thread starts now (some 100 ms of CPU), not during the run.
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
@@ -322,8 +330,10 @@ export class SqliteStore implements LogStore {
       // The whole transaction rolled back: so must the counters and the cache.
       this.meta = before;
       for (const request of requests) this.forget(request.ops);
+      if (isStoreFull(err)) this.noRoom = err as Error;
       throw err;
     }
+    this.noRoom = null;
     // Refusals too: a 409 tells the current offset, which must not be taken back either.
     await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
     return results;
@@ -499,6 +509,19 @@ export class SqliteStore implements LogStore {
   async ping(): Promise<void> {
     this.syncer?.check();
     this.sql.pageSize.get();
+    if (this.noRoom) this.probeWrite(this.noRoom);
+  }
+
+  /**
+   * After a write failed for want of space: whether one can commit again. A page's
+   * worth of room may be found in the WAL's reused frames while a real write still
+   * needs more, so a minimum of free space on the file system is asked for as well.
+   */
+  private probeWrite(failure: Error): void {
+    const { bavail, bsize } = statfsSync(dirname(this.path));
+    if (bavail * bsize < MIN_FREE_BYTES) throw failure;
+    this.sql.probe.run();
+    this.noRoom = null;
   }
 
   async purgeIdempotency(now: number): Promise<number> {
