@@ -24,7 +24,7 @@ const dir = mkdtempSync(join(tmpdir(), 'statelog-full-'));
 const mounted = mountTmpfs(dir, '32m');
 const dbPath = join(dir, 'full.db');
 const filler = join(dir, 'filler');
-let servers: UrlServer[] = [];
+const servers: UrlServer[] = [];
 
 afterAll(() => {
   for (const server of servers) server.proc.kill('SIGKILL');
