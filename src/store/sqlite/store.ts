@@ -104,7 +104,7 @@ function checkIntegrity(db: Database.Database, path: string, maxBytes: number): 
   const bytes = statSync(path).size;
   if (bytes === 0 || bytes > maxBytes) return;
   const problems = db.pragma('quick_check(3)', { simple: false }) as { quick_check: string }[];
-  const found = problems.map((row) => row.quick_check).filter((line) => line !== 'ok');
+  const found = problems.map((row) => row.quick_check.replace(/\s+/g, ' ').trim()).filter((line) => line !== 'ok');
   if (found.length > 0) throw new Error(`the database file is corrupt (quick_check: ${found.join('; ')})`);
 }
 
