@@ -26,6 +26,7 @@ const FIGURES: [string, () => Promise<Figure>][] = [
   ['incr', async () => (await import('./incr.js')).incrFigure],
   ['peers', async () => (await import('./peers.js')).peersFigure],
   ['snapshot', async () => (await import('./snapshot.js')).snapshotFigure],
+  ['wal-stalled-reader', async () => (await import('./wal-stalled-reader.js')).walStalledReaderFigure],
   ['fanout', async () => (await import('./fanout.js')).fanoutFigure],
   ['compact', async () => (await import('./compact.js')).compactFigure],
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
