@@ -29,7 +29,7 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
   app.get('/readyz', { schema: healthSchema }, async () => {
     if (lifecycle.closing) throw new ApiError('unavailable', 'shutting down');
     const corrupt = (reason: string): ApiError =>
-      new ApiError('unavailable', `the database is corrupt (${reason}); restore it from a backup`, { reason: 'corrupt' });
+      new ApiError('unavailable', `the database is corrupt (${reason}); restore it from a backup`, { reason: 'corrupt' }, { 'retry-after': '60' });
     if (faults.corrupt) throw corrupt(faults.corrupt);
     try {
       await store.ping();
