@@ -7,8 +7,7 @@ import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
-import { StatelogClient, StatelogError } from './client/index.js';
-import { readEvents } from './client/sse.js';
+import { readEvents, StatelogClient, StatelogError } from '@statelog/client';
 import { backupDatabase, restoreDatabase } from './store/sqlite/backup.js';
 
 const program = new Command('statelog')

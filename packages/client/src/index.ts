@@ -1,4 +1,4 @@
-// statelog/client: the typed client and the state mirror for workers.
+// @statelog/client: the typed client and the state mirror for workers.
 export { StatelogClient } from './client.js';
 export type {
   BatchItem,
@@ -6,12 +6,16 @@ export type {
   ChangesOptions,
   ChangesPage,
   ClientOptions,
+  CompactResult,
   Entry,
+  LastCompaction,
   LogRecord,
   Snapshot,
+  Stats,
   WriteOptions,
   Written,
 } from './client.js';
 export { CutStreamError, StatelogError, isStatelogError, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
+export { readEvents, type SseEvent } from './sse.js';
 export { StateMirror, type ResetEvent, type StateMirrorOptions } from './state-mirror.js';

@@ -1,5 +1,5 @@
 // Errors the client throws, typed by the contract's error codes.
-import type { ErrorCode } from '../contract/errors.js';
+import type { ErrorCode } from '../../../src/contract/errors.js';
 
 export type { ErrorCode };
 
