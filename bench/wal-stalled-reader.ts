@@ -6,7 +6,7 @@
 //   held      a read transaction held open on its own connection for the whole run, as a
 //             snapshot was served before spooling (straight from its transaction).
 // The WAL's size is sampled every second. Target: the spooled side's peak stays within
-// twice journal_size_limit (64 MiB). Options (environment): SECONDS (90), KEYS (20,000).
+// twice journal_size_limit (64 MiB). Options (environment): WAL_BENCH_SECONDS (90), KEYS (20,000).
 import http from 'node:http';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -107,7 +107,7 @@ export const walStalledReaderFigure: Figure = {
   name: 'wal-stalled-reader',
   title: 'SQLite WAL size while writers add ~2 MB/s and a snapshot reader stalls',
   async run(settings) {
-    const seconds = Number(process.env.SECONDS ?? (settings.smoke ? 3 : 90));
+    const seconds = Number(process.env.WAL_BENCH_SECONDS ?? (settings.smoke ? 3 : 90));
     const keys = Number(process.env.KEYS ?? (settings.smoke ? 2_000 : 20_000));
     const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
     try {

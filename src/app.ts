@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { isUtf8 } from 'node:buffer';
+import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { Ajv } from 'ajv';
@@ -264,6 +265,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });
   // Snapshots and snapshot=true streams share one limit.
   const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
+  // Made now, so that a folder that cannot be made stops the start, not the first snapshot.
+  mkdirSync(spoolDir, { recursive: true });
   const slots = new SnapshotSlots(config.maxSnapshots, { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) });
   await app.register(snapshotRoutes, { services, slots });
   await app.register(changesRoutes, { services });
