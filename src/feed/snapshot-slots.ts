@@ -28,10 +28,15 @@ export class SnapshotSlots {
    * Opens a snapshot in a slot, spooled whole before this resolves, or throws 429 (no
    * slot) or 503 (no room to spool); `release` gives the slot back (once).
    */
-  async open(store: LogStore, prefix: string, shape: SnapshotShape): Promise<{ reader: SnapshotReader; release: () => void }> {
+  async open(
+    store: LogStore,
+    prefix: string,
+    shape: SnapshotShape,
+    signal?: AbortSignal,
+  ): Promise<{ reader: SnapshotReader; release: () => void }> {
     const release = this.acquire();
     try {
-      const reader = await spoolSnapshot(await store.openSnapshot(prefix), shape, this.spool.dir, this.spool.budget);
+      const reader = await spoolSnapshot(await store.openSnapshot(prefix), shape, this.spool.dir, this.spool.budget, signal);
       return { reader, release };
     } catch (err) {
       release();

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
-import { databaseUnavailable } from '../contract/errors.js';
+import { ApiError, databaseUnavailable } from '../contract/errors.js';
 import type { SnapshotReader, SnapshotShape } from '../store/log-store.js';
 
 /**
@@ -49,13 +49,15 @@ function isNoSpace(err: unknown): boolean {
 /**
  * Copies the whole of `reader` (its lines in `shape`) into a spool file in `dir`, closes
  * the reader, and returns a reader of the copy. Throws 503 `unavailable` when the budget
- * or the disk has no room; the store's reader is closed however this ends.
+ * or the disk has no room, or once `signal` aborts (shutdown); the store's reader is
+ * closed however this ends.
  */
 export async function spoolSnapshot(
   reader: SnapshotReader,
   shape: SnapshotShape,
   dir: string,
   budget: SpoolBudget,
+  signal?: AbortSignal,
 ): Promise<SnapshotReader> {
   const path = join(dir, `.statelog-spool-${randomUUID()}`);
   let file: FileHandle | null = null;
@@ -64,6 +66,7 @@ export async function spoolSnapshot(
     file = await open(path, 'w+', 0o600);
     await unlink(path);
     for (;;) {
+      if (signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
       const lines = await reader.nextJson(shape, FILL_ROWS, FILL_CHARS);
       if (lines.length === 0) break;
       const chunk = Buffer.from(`${lines.join('\n')}\n`);

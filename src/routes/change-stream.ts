@@ -41,7 +41,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     // also answers 503 before the stream opens if the database cannot be reached.
     if (!withSnapshot) checkReader(after, await store.readPosition());
 
-    const snapshot = withSnapshot ? await options.slots.open(store, prefix, 'record') : null;
+    const snapshot = withSnapshot ? await options.slots.open(store, prefix, 'record', lifecycle.shutdown) : null;
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse');

@@ -31,7 +31,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
 
   app.get('/v1/snapshot', { schema: snapshotSchema }, async (req, reply) => {
     const prefix = checkPrefix(req.query.prefix);
-    const { reader, release } = await slots.open(store, prefix, 'entry');
+    const { reader, release } = await slots.open(store, prefix, 'entry', lifecycle.shutdown);
 
     const closed = metrics.openStream('snapshot');
     let count = 0;
