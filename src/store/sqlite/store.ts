@@ -530,7 +530,9 @@ export class SqliteStore implements LogStore {
 
   async close(): Promise<void> {
     if (!this.db.open) return;
-    await this.syncer?.close();
+    // Without a syncer nothing is awaited: the file and its lock are let go before this
+    // returns its promise, so a caller may reopen the file at once.
+    if (this.syncer) await this.syncer.close();
     for (const snapshot of this.snapshots) snapshot.close();
     this.checkpointer?.close();
     this.db.pragma('wal_checkpoint(TRUNCATE)');
