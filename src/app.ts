@@ -14,6 +14,7 @@ import Fastify, {
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
+import cors from '@fastify/cors';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import secureJson from 'secure-json-parse';
 import { Authenticator } from './http/auth.js';
@@ -86,6 +87,12 @@ export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   };
 }
 
+/**
+ * Routes that machines poll: health checks, scrapes, and the dashboard's page and its
+ * stats every 2 s. Their successful answers are logged at debug, or they would drown the rest.
+ */
+const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
+
 /** One access-log line per request, when it completes, instead of fastify's two. */
 class AccessLog extends LogController {
   override incomingRequest(): void {}
@@ -93,6 +100,7 @@ class AccessLog extends LogController {
   override requestCompleted(err: Error | null, req: FastifyRequest, reply: FastifyReply): void {
     const line = { method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime };
     if (err) reply.log.error({ ...line, err }, 'request failed');
+    else if (reply.statusCode < 400 && POLLED_ROUTES.has(req.routeOptions.url ?? '')) reply.log.debug(line, 'request');
     else reply.log.info(line, 'request');
   }
 }
@@ -120,6 +128,31 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
     done(new ApiError('invalid_json', message));
   }
 }
+
+/**
+ * Node's server options: HTTP, or HTTPS with the configured certificate (server.ts
+ * replaces it on SIGHUP). A TLS connection that never finishes its handshake is given
+ * as long as a slow sender's headers.
+ */
+function serverOptions(config: Config) {
+  const http = {
+    headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
+    connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
+  };
+  if (!config.tls) return { http };
+  const { cert, key } = config.tls;
+  return { https: { ...http, cert, key, handshakeTimeout: SERVER_TIMEOUTS.headersTimeoutMs } };
+}
+
+/**
+ * The headers a browser page on an allowed origin may send and read. Exposed: what the
+ * API answers with beyond the CORS-safelisted ones (offsets as ETag, the snapshot's
+ * position, Retry-After on 429 and 503, the request id).
+ */
+export const CORS_HEADERS = {
+  allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
+  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate'],
+};
 
 export interface BuildOptions {
   /**
@@ -169,10 +202,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
     requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
     connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
-    http: {
-      headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
-      connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
-    },
+    ...serverOptions(config),
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
     logController: accessLog,
@@ -221,6 +251,17 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     }
     done();
   });
+  // Before auth: a preflight carries no token and is answered here, and every answer,
+  // a refusal included, carries the CORS headers the page needs to read it.
+  if (config.corsOrigins) {
+    await app.register(cors, {
+      origin: config.corsOrigins[0] === '*' ? '*' : config.corsOrigins,
+      methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+      allowedHeaders: CORS_HEADERS.allowed,
+      exposedHeaders: CORS_HEADERS.exposed,
+      maxAge: 600,
+    });
+  }
   await registerOverload(app, config);
   // Also runs for paths that match no route, so an unknown /v1 path is refused with
   // 401 or 403 before anyone learns that it does not exist.
@@ -228,7 +269,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     app.addHook('onRequest', (req, _reply, done) => done(auth.check(req) ?? undefined));
   }
   app.addHook('onResponse', (req, reply, done) => {
-    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime);
+    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime, req.raw);
     done();
   });
   app.addHook('onSend', (req, reply, payload, done) => {
@@ -260,6 +301,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     tombstonesRemoved: compactor.tombstonesRemoved,
     lastDurationMs: compactor.lastCompaction?.durationMs ?? 0,
     totalDurationMs: compactor.durationMsTotal,
+    lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
   }));
   await app.register(adminRoutes, { compactor, faults });
   await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });

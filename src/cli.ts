@@ -4,7 +4,7 @@
 // Exit codes: 0 done; 1 the server refused or failed (not found, precondition, ...);
 // 2 a usage error.
 import { once } from 'node:events';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { readEvents, StatelogClient, StatelogError } from '@statelog/client';
@@ -14,12 +14,23 @@ const program = new Command('statelog')
   .description('statelog: a key-value state service backed by a compacted log')
   .addOption(new Option('--url <url>', 'server URL').env('STATELOG_URL').default('http://127.0.0.1:8080'))
   .addOption(new Option('--token <token>', 'bearer token').env('STATELOG_TOKEN'))
+  .addOption(new Option('--ca <file>', 'PEM file of the CA that signed an https:// server\'s certificate').env('STATELOG_CA'))
   .showHelpAfterError()
   .exitOverride();
 
 function client(): StatelogClient {
-  const { url, token } = program.opts<{ url: string; token?: string }>();
-  return new StatelogClient({ url, ...(token ? { token } : {}) });
+  const { url, token, ca } = program.opts<{ url: string; token?: string; ca?: string }>();
+  if (!/^https?:\/\//i.test(url)) throw new CommanderError(2, 'statelog.url', `--url must be http:// or https://, got ${url}`);
+  let caPem: Buffer | undefined;
+  // An empty STATELOG_CA counts as unset, as shells leave such variables.
+  if (ca) {
+    try {
+      caPem = readFileSync(ca);
+    } catch (err) {
+      throw new CommanderError(2, 'statelog.ca', `cannot read --ca ${ca} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  }
+  return new StatelogClient({ url, ...(token ? { token } : {}), ...(caPem ? { ca: caPem } : {}) });
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -97,6 +108,17 @@ program
   .option('--if-match <offset>', 'only if the key\'s live record has this offset', offsetOption)
   .action(async (key: string, flags: { ifMatch?: number }) => {
     print(await client().delete(key, flags.ifMatch !== undefined ? { ifMatch: flags.ifMatch } : {}));
+  });
+
+program
+  .command('history <key>')
+  .description('print the key\'s records still in the log, newest first, one JSON line each')
+  .option('--limit <n>', 'at most this many records (1 to 1000)', offsetOption, 100)
+  .option('--before <offset>', 'only records below this offset (a previous run\'s "next")', offsetOption)
+  .action(async (key: string, flags: { limit: number; before?: number }) => {
+    const page = await client().history(key, { limit: flags.limit, ...(flags.before !== undefined ? { before: flags.before } : {}) });
+    for (const record of page.records) print(record);
+    if (page.next !== null) process.stderr.write(`more: --before ${page.next}\n`);
   });
 
 program

@@ -5,7 +5,7 @@
 // offset can no longer be served. With a checkpoint file it restarts from disk and
 // reads only the changes since.
 import { EventEmitter } from 'node:events';
-import { StatelogClient, type LogRecord } from './client.js';
+import { StatelogClient, type ClientOptions, type LogRecord } from './client.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, sleep, type RetryPolicy } from './retry.js';
@@ -14,6 +14,8 @@ import { readEvents } from './sse.js';
 export interface StateMirrorOptions {
   url: string;
   token?: string;
+  /** As the client's: the PEM CA of an https:// server with a private CA. */
+  ca?: ClientOptions['ca'];
   /** Mirror only keys with this prefix. */
   prefix?: string;
   /** A file where offset and state are saved, and resumed from on start. */
@@ -52,7 +54,11 @@ export class StateMirror<T = unknown> extends EventEmitter {
 
   constructor(private readonly options: StateMirrorOptions) {
     super();
-    this.client = new StatelogClient({ url: options.url, ...(options.token ? { token: options.token } : {}) });
+    this.client = new StatelogClient({
+      url: options.url,
+      ...(options.token ? { token: options.token } : {}),
+      ...(options.ca !== undefined ? { ca: options.ca } : {}),
+    });
     this.prefix = options.prefix ?? '';
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
     this.warn = options.warn ?? ((message) => console.warn(`statelog mirror: ${message}`));
@@ -101,6 +107,7 @@ export class StateMirror<T = unknown> extends EventEmitter {
     this.stop.abort();
     await this.running;
     await this.saveCheckpoint();
+    await this.client.close();
   }
 
   private async run(): Promise<void> {
