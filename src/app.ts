@@ -25,6 +25,7 @@ import { ApiError } from './contract/errors.js';
 import { clientErrorHandler, errorHandler, notFoundHandler } from './http/error-handler.js';
 import { Metrics } from './metrics.js';
 import { registerOverload } from './http/overload.js';
+import { decodedBody } from './http/content-encoding.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
 import { adminRoutes } from './routes/admin.js';
@@ -37,9 +38,11 @@ import type { AppServices, Lifecycle } from './services.js';
 import { trackConnections } from './http/silent-connections.js';
 import { SnapshotSlots } from './feed/snapshot-slots.js';
 import { SpoolBudget } from './feed/snapshot-spool.js';
+import { WatcherSlots } from './feed/watcher-slots.js';
 import { openStore } from './store/open-store.js';
 import { StoreFaults } from './store/unavailable.js';
 import { WriteBatcher } from './writes/write-batcher.js';
+import { keepExactNumbers } from './writes/exact-numbers.js';
 
 /** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
 export interface RouteEntry {
@@ -121,12 +124,20 @@ function validatorCompiler() {
 function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
   if (body.length === 0) return done(new ApiError('invalid_json', 'the body is empty'));
   if (!isUtf8(body)) return done(new ApiError('invalid_json', 'the body is not valid UTF-8'));
+  let parsed: unknown;
+  const text = body.toString('utf8');
   try {
-    done(null, secureJson.parse(body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }));
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (err) {
     const message = err instanceof SyntaxError ? err.message : 'the body is not valid JSON';
-    done(new ApiError('invalid_json', message));
+    return done(new ApiError('invalid_json', message));
   }
+  try {
+    keepExactNumbers(text, parsed);
+  } catch (err) {
+    return done(err as Error);
+  }
+  done(null, parsed);
 }
 
 /**
@@ -186,7 +197,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   setMaxListeners(0, shutdown.signal);
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
   const faults = new StoreFaults();
-  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics, faults };
+  const watchers = new WatcherSlots(config.maxWatchers);
+  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics, watchers, faults };
   const auth = config.tokens && new Authenticator(config.tokens);
   const accessLog = new AccessLog();
 
@@ -241,6 +253,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.setNotFoundHandler(notFoundHandler);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    try {
+      done(null, decodedBody(req, payload, req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!));
+    } catch (err) {
+      done(err as Error);
+    }
+  });
 
   // The hooks that run on every request take callbacks: cheaper than async functions on
   // the hottest path (bench/profile.ts).

@@ -39,6 +39,8 @@ export interface Config {
   spoolMaxBytes: number;
   /** SQLite: PRAGMA quick_check at start-up for files up to this size (0: never). */
   startupCheckMaxBytes: number;
+  /** Long polls that wait and change streams open at once; beyond it 429. */
+  maxWatchers: number;
   /** token → role; null when auth is off. */
   tokens: Map<string, Role> | null;
   logLevel: string;
@@ -236,6 +238,7 @@ export function loadConfig(env: Env = process.env): Config {
     spoolDir: raw(env, 'STATELOG_SPOOL_DIR') ?? null,
     spoolMaxBytes: integer(env, 'STATELOG_SPOOL_MAX_BYTES', 4 * 1024 ** 3, 1024 * 1024),
     startupCheckMaxBytes: integer(env, 'STATELOG_STARTUP_CHECK_MAX_BYTES', 1024 ** 3, 0),
+    maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
     tokens: parseTokens(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     // Operators' knobs for shedding load (README, Settings; docs/design.md, Overload).

@@ -3,6 +3,7 @@
 import type { Config } from './config.js';
 import type { ChangeNotifier } from './feed/change-notifier.js';
 import type { Metrics } from './metrics.js';
+import type { WatcherSlots } from './feed/watcher-slots.js';
 import type { LogStore } from './store/log-store.js';
 import type { StoreFaults } from './store/unavailable.js';
 import type { WriteBatcher } from './writes/write-batcher.js';
@@ -24,4 +25,6 @@ export interface AppServices {
   metrics: Metrics;
   /** Errors from the database are shown here: a corrupt database fails readiness for good. */
   faults: StoreFaults;
+  /** The cap on long polls and change streams open at once. */
+  watchers: WatcherSlots;
 }

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { ChangeStreamSource, recordEvents } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
-import { checkPrefix } from '../contract/key-rules.js';
+import { checkWatchFilter } from '../contract/key-rules.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { changeStreamSchema } from '../contract/schemas.js';
@@ -12,6 +12,8 @@ import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../feed/snapshot-slots.js';
 import { parseLastEventId } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
+import { OneKeySnapshot } from '../feed/one-key-snapshot.js';
+import type { LogStore, SnapshotReader } from '../store/log-store.js';
 
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */
 const STOPPED_READER_MS = 1000;
@@ -21,12 +23,27 @@ export interface ChangeStreamRouteOptions {
   slots: SnapshotSlots;
 }
 
+/**
+ * The snapshot a stream starts with: the keys with the prefix, or the one key. Keys that
+ * start with a key sort after it, so its entry, if live, is the first of that prefix.
+ */
+async function openSnapshot(
+  slots: SnapshotSlots,
+  store: LogStore,
+  filter: { prefix: string; key?: string },
+  signal: AbortSignal,
+): Promise<{ reader: SnapshotReader; release: () => void }> {
+  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', signal);
+  const opened = await slots.open(store, filter.key, 'record', signal);
+  return { reader: new OneKeySnapshot(opened.reader, filter.key), release: opened.release };
+}
+
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
-  const { store, notifier, lifecycle, metrics } = options.services;
+  const { store, notifier, lifecycle, metrics, watchers } = options.services;
   const tail = new TailPages(store, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema }, async (req, reply) => {
-    const prefix = checkPrefix(req.query.prefix);
+    const filter = checkWatchFilter(req.query.prefix, req.query.key);
     checkEpoch(req.query.epoch, store.epoch);
     // A reconnecting EventSource repeats the URL it started with: its Last-Event-ID
     // overrides both `after` and `snapshot=true`, so it resumes instead of starting over.
@@ -41,11 +58,16 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     // also answers 503 before the stream opens if the database cannot be reached.
     if (!withSnapshot) checkReader(after, await store.readPosition());
 
-    const snapshot = withSnapshot ? await options.slots.open(store, prefix, 'record', lifecycle.shutdown) : null;
+    const release = watchers.acquire();
+    const opening = withSnapshot ? openSnapshot(options.slots, store, filter, lifecycle.shutdown) : null;
+    const snapshot = await opening?.catch((err: unknown) => {
+      release();
+      throw err;
+    });
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse', req.raw);
-    const source = new ChangeStreamSource({ tail, notifier, prefix, after, snapshot, signal: lifetime.signal });
+    const source = new ChangeStreamSource({ tail, notifier, ...filter, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind
     // (server.close() waits for it); a reader that is not draining is cut at once, and
@@ -70,6 +92,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
         lifetime.dispose();
         source.close();
         closed();
+        release();
       },
       { stalled: { socket: req.raw.socket, ms: options.services.config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
     );
