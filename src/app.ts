@@ -1,5 +1,8 @@
 // Builds the statelog HTTP app: a factory that opens the services and registers the
 // plugins and routes, but never listens. server.ts and the tests both use it.
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Compactor } from './compaction/compactor.js';
@@ -9,6 +12,7 @@ import { lifecycle } from './http/lifecycle.js';
 import { parsing } from './http/parsing.js';
 import { AccessLog, authenticator, frameworkErrors, requestId, requestPipeline } from './http/request-pipeline.js';
 import { SnapshotSlots } from './feed/snapshot-slots.js';
+import { SpoolBudget } from './feed/snapshot-spool.js';
 import { adminRoutes } from './routes/admin.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
@@ -17,7 +21,7 @@ import { operationsRoutes } from './routes/operations.js';
 import { recordRoutes } from './routes/records.js';
 import { snapshotRoutes } from './routes/snapshot.js';
 import { uiRoutes } from './routes/ui.js';
-import { openServices, StartupError, type Services } from './services.js';
+import { openServices, StartupError, type Services, type ServicesOptions } from './services.js';
 
 export { CORS_HEADERS } from './http/request-pipeline.js';
 
@@ -81,7 +85,9 @@ function serverOptions(config: Config) {
   return { https: { ...http, cert, key, handshakeTimeout: SERVER_TIMEOUTS.headersTimeoutMs } };
 }
 
-export async function buildApp(config: Config): Promise<App> {
+export type BuildOptions = ServicesOptions;
+
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
   const auth = authenticator(config);
   const accessLog = new AccessLog();
   const app = Fastify({
@@ -101,18 +107,21 @@ export async function buildApp(config: Config): Promise<App> {
     routerOptions: { maxParamLength: 2048 },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const services = await openServices(config, app.log);
+  const services = await openServices(config, app.log, options);
   try {
     app.decorate('services', services);
     app.decorate('compactor', services.compactor);
     await app.register(lifecycle, { services });
-    await app.register(parsing);
+    await app.register(parsing, { services });
     await app.register(requestPipeline, { services, auth });
-    // Snapshots and snapshot=true streams share one limit.
-    const slots = new SnapshotSlots(config.maxSnapshots);
+    // Snapshots and snapshot=true streams share one limit and one spool folder, made
+    // now so that a folder that cannot be made stops the start, not the first snapshot.
+    const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
+    mkdirSync(spoolDir, { recursive: true });
+    const slots = new SnapshotSlots(config.maxSnapshots, { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) });
     await app.register(keyRoutes, { services });
     await app.register(recordRoutes, { services });
-    await app.register(adminRoutes, { compactor: services.compactor });
+    await app.register(adminRoutes, { compactor: services.compactor, faults: services.faults });
     await app.register(operationsRoutes, { services, lastCompaction: () => services.compactor.lastCompaction });
     await app.register(snapshotRoutes, { services, slots });
     await app.register(changesRoutes, { services });

@@ -9,6 +9,7 @@ import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
 import { describeStore, openStore } from './store/open-store.js';
+import { StoreFaults } from './store/unavailable.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 
 export interface Lifecycle {
@@ -28,6 +29,8 @@ export interface AppServices {
   metrics: Metrics;
   /** The cap on long polls and change streams open at once. */
   watchers: WatcherSlots;
+  /** Errors from the database are shown here: a corrupt database fails readiness for good. */
+  faults: StoreFaults;
 }
 
 export interface Services extends AppServices {
@@ -41,6 +44,7 @@ export interface Services extends AppServices {
 /** The log the services write to (a pino logger, as fastify's). */
 export interface ServicesLog {
   warn(fields: object, message: string): void;
+  fatal(fields: object, message: string): void;
   child(bindings: Record<string, unknown>): CompactorLog;
 }
 
@@ -52,10 +56,23 @@ export class StartupError extends Error {
   }
 }
 
-export async function openServices(config: Config, log: ServicesLog): Promise<Services> {
+export interface ServicesOptions {
+  /**
+   * A failed fsync: nothing more can be promised durable (the kernel may have dropped
+   * the pages), so the process must stop; by default the app stops serving writes.
+   */
+  onFatal?: (err: Error) => void;
+}
+
+export async function openServices(config: Config, log: ServicesLog, options: ServicesOptions = {}): Promise<Services> {
   let store: LogStore;
   try {
-    store = await openStore(config);
+    store = await openStore(config, {
+      onFatal: (err) => {
+        log.fatal({ err }, 'an fsync failed: nothing more can be promised durable; the process stops');
+        options.onFatal?.(err);
+      },
+    });
   } catch (err) {
     throw new StartupError(`cannot open the database ${describeStore(config)}`, err);
   }
@@ -116,6 +133,7 @@ export async function openServices(config: Config, log: ServicesLog): Promise<Se
       lifecycle,
       metrics,
       watchers: new WatcherSlots(config.maxWatchers),
+      faults: new StoreFaults(),
       compactor,
       beginShutdown,
       close() {

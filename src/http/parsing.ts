@@ -9,6 +9,7 @@ import secureJson from 'secure-json-parse';
 import { ApiError } from '../contract/errors.js';
 import { keepExactNumbers } from '../writes/exact-numbers.js';
 import { decodedBody } from './content-encoding.js';
+import type { AppServices } from '../services.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 
 /**
@@ -43,9 +44,12 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
   done(null, parsed);
 }
 
-export const parsing = fp(async (app: FastifyInstance) => {
+export const parsing = fp(async (app: FastifyInstance, { services }: { services: Pick<AppServices, 'faults'> }) => {
   app.setValidatorCompiler(validatorCompiler());
-  app.setErrorHandler(errorHandler);
+  app.setErrorHandler((err: Error, req, reply) => {
+    services.faults.observe(err);
+    return errorHandler(err, req, reply);
+  });
   app.setNotFoundHandler(notFoundHandler);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
