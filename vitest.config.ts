@@ -2,7 +2,7 @@ import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
 // The suite runs twice, once per store: the same test files against SQLite and against
-// PostgreSQL (test/helpers.ts reads STATELOG_TEST_STORE). Tests that need the database
+// PostgreSQL (test/support/store-access.ts reads STATELOG_TEST_STORE). Tests that need the database
 // itself (counts from the tables, the horizon, failures, large logs) go through
 // test/support/store-access.ts, which does it for either store.
 /** Tests that only make sense on one store, each with its reason. */

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { seedLiveKeys } from '../test/seed-db.js';
+import { seedLiveKeys } from '../harness/seed-db.js';
 import { envNumber } from './lib.js';
 
 const keys = envNumber('KEYS', 200_000);

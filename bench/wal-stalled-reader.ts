@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { seedLiveKeys } from '../test/seed-db.js';
+import { seedLiveKeys } from '../harness/seed-db.js';
 import type { Figure } from './figure.js';
 import { sleep } from './lib.js';
 import { mb, startServer } from './server-process.js';

@@ -1,8 +1,8 @@
 import type { Socket } from 'node:net';
 import { EventSource } from 'eventsource';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
-import { RandomWriter } from './random-writer.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { RandomWriter } from './support/random-writer.js';
 import {
   applyRecords,
   baseUrl,
@@ -15,7 +15,7 @@ import {
   type SseEvent,
   type State,
   type WireRecord,
-} from './stream-clients.js';
+} from './support/stream-clients.js';
 
 let t: TestApp;
 let base: string;

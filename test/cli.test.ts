@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { StateMirror, StatelogClient, type ResetEvent } from '@statelog/client';
-import { startApp, TEST_STORE, type TestApp } from './helpers.js';
+import { startApp, TEST_STORE, type TestApp } from './support/helpers.js';
 import { cli } from './support/cli.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));

@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { tempDir } from './helpers.js';
+import { tempDir } from './support/helpers.js';
 import { spawnServer, type UrlServer } from './support/child-server.js';
 
 const dir = tempDir();

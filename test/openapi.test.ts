@@ -12,8 +12,8 @@ import supertest, { type Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requiredRole } from '../src/http/auth.js';
 import type { Role } from '../src/config.js';
-import { json, startApp, type TestApp } from './helpers.js';
-import { baseUrl, SseClient, untilStalled } from './stream-clients.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, SseClient, untilStalled } from './support/stream-clients.js';
 import { askUntil, saturate } from './support/load.js';
 import {
   documentedResponses,
@@ -29,6 +29,7 @@ import {
   schemaValidator,
   undocumented,
 } from './support/openapi-responses.js';
+import { registeredRoutes } from './support/routes.js';
 
 const KEY = '/v1/keys/{key}';
 const STREAM = 'GET /v1/changes/stream';
@@ -760,7 +761,7 @@ describe('openapi.yaml', () => {
   it('documents exactly the routes the app registers', async () => {
     const t = await startApp();
     try {
-      const registered = t.app.routeTable
+      const registered = registeredRoutes(t.app)
         .filter(({ method, url }) => method !== 'HEAD' && method !== 'OPTIONS' && !url.startsWith('/ui'))
         .map(({ method, url }) => `${method} ${url.replace(/:(\w+)/g, '{$1}')}`);
       // The dashboard's routes: test/ui/ui-routes.test.ts checks them against this document.

@@ -5,8 +5,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { tempDir, testStore, type TestStore } from './helpers.js';
-import { SseClient } from './stream-clients.js';
+import { tempDir, testStore, type TestStore } from './support/helpers.js';
+import { SseClient } from './support/stream-clients.js';
 
 let dir: string;
 let database: TestStore;

@@ -5,8 +5,8 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl, SseClient, untilStalled, type ErrorBody } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, SseClient, untilStalled, type ErrorBody } from './support/stream-clients.js';
 
 const KEYS = 200_000;
 const PAD = 'x'.repeat(250);

@@ -6,8 +6,8 @@
 import { statSync } from 'node:fs';
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startApp, TEST_STORE, type TestApp } from './helpers.js';
-import { baseUrl, readSnapshot, SseClient } from './stream-clients.js';
+import { startApp, TEST_STORE, type TestApp } from './support/helpers.js';
+import { baseUrl, readSnapshot, SseClient } from './support/stream-clients.js';
 
 const KEYS = 6000;
 /** About 6 MB of snapshot: more than loopback's socket buffers hold. */

@@ -8,8 +8,8 @@ import { closeSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fillLog } from './fill-log.js';
-import { tempDir } from './helpers.js';
+import { fillLog } from '../harness/fill-log.js';
+import { tempDir } from './support/helpers.js';
 import { runServerExpectingExit, spawnServer, type UrlServer } from './support/child-server.js';
 
 const PAGE = 4096;

@@ -4,7 +4,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from './helpers.js';
+import { tempDir } from './support/helpers.js';
 import { runServerExpectingExit, spawnServer, type UrlServer } from './support/child-server.js';
 
 let dir: string | undefined;

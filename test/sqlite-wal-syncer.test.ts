@@ -7,8 +7,8 @@ import type { FileHandle } from 'node:fs/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { LOOP_FSYNC_MAX_MS, MAX_IN_FLIGHT, WalSyncer } from '../src/store/sqlite/wal-syncer.js';
-import { tempDir } from './helpers.js';
-import { write } from './store-helpers.js';
+import { tempDir } from './support/helpers.js';
+import { write } from './support/store-helpers.js';
 
 /**
  * A datasync whose background fsyncs wait until the test lets them finish, and whose

@@ -9,7 +9,7 @@ import { StatelogClient } from '@statelog/client';
 import { makeTestCa, type TestCa } from './support/certificates.js';
 import { cli } from './support/cli.js';
 import { runServerExpectingExit, startServer, type ListeningServer } from './support/child-server.js';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 
 let ca: TestCa;
 beforeAll(() => {

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type StartOptions, type TestApp } from '../helpers.js';
+import { json, startApp, type StartOptions, type TestApp } from '../support/helpers.js';
 import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, SKIP_BROWSER_TESTS, type Visit, type VisitOptions } from './browser.js';
 import { bearer, portOf } from '../support/http.js';
 
