@@ -302,7 +302,7 @@ export class KeyBrowser {
  */
 function keyName(key: string): Node[] {
   const nodes: Node[] = [];
-  for (const part of key.split(/(?<=[/:._\-])/)) {
+  for (const part of key.split(/(?<=[-/:._])/)) {
     if (nodes.length > 0) nodes.push(document.createElement('wbr'));
     nodes.push(document.createTextNode(part));
   }
