@@ -3,8 +3,9 @@
 // 503/429 with jittered backoff: a retry is answered from the server's memory of the
 // first attempt, so it never applies twice.
 import { randomUUID } from 'node:crypto';
-import { CutStreamError, StatelogError } from './errors.js';
+import { connectionError, CutStreamError, StatelogError, timeoutError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, isConnectionError, sleep, type RetryPolicy } from './retry.js';
+import { watch, type WatchEvent, type WatchOptions } from './watch.js';
 
 export interface Entry<T = unknown> {
   key: string;
@@ -72,6 +73,8 @@ export interface ClientOptions {
   retry?: Partial<RetryPolicy>;
   /** Per-request timeout, except long polls and streams. */
   timeoutMs?: number;
+  /** Called before each retry with its cause (unreachable, timeout, 503, 429). */
+  onRetry?: (cause: StatelogError, attempt: number) => void;
 }
 
 interface Call {
@@ -79,6 +82,8 @@ interface Call {
   path: string;
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
+  /** A body already in JSON text (kept as written: the digits of its numbers included). */
+  text?: string;
   headers?: Record<string, string>;
   /** Retry connection failures and 503/429 (writes only with an idempotency key). */
   retry: boolean;
@@ -100,8 +105,10 @@ export class StatelogClient {
   private readonly token: string | undefined;
   private readonly retryPolicy: RetryPolicy;
   private readonly timeoutMs: number;
+  private readonly onRetry: ClientOptions['onRetry'];
 
   constructor(options: ClientOptions) {
+    this.onRetry = options.onRetry;
     this.url = options.url.replace(/\/+$/, '');
     this.token = options.token;
     this.retryPolicy = { ...DEFAULT_RETRY, ...options.retry };
@@ -130,6 +137,25 @@ export class StatelogClient {
   /** Applies the items atomically, in order. */
   async batch(records: BatchItem[], options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<BatchResult> {
     return (await this.write('POST', '/v1/records', { records }, options)) as BatchResult;
+  }
+
+  /**
+   * A batch whose items are given as JSON text, each `{"key":...,"value":...}` or any
+   * other batch item: sent as written, so values keep every digit of their numbers.
+   */
+  async batchJson(items: string[], options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<BatchResult> {
+    const headers = { 'idempotency-key': options.idempotencyKey ?? randomUUID() };
+    const text = `{"records":[${items.join(',')}]}`;
+    return (await this.json({ method: 'POST', path: '/v1/records', text, headers, retry: true, signal: options.signal })) as BatchResult;
+  }
+
+  /**
+   * Follows the change stream as an async iterator, as nats.js kv.watch() does: from a
+   * snapshot (then `initialized`) or after an offset, resuming across disconnects;
+   * ends when `signal` aborts. See WatchOptions and WatchEvent.
+   */
+  watch<T = unknown>(options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
+    return watch<T>(this, options);
   }
 
   /** Adds `by` to a number (an absent key counts as 0) and returns the new value. */
@@ -235,7 +261,7 @@ export class StatelogClient {
     return (await this.json({ method: 'POST', path: '/v1/admin/compact', retry: false, timeoutMs: 0 })) as Record<string, unknown>;
   }
 
-  /** Opens a raw request with auth, for streams (used by StateMirror). */
+  /** Opens a raw request with auth, for streams (used by watch()); not retried. */
   async open(path: string, query: Call['query'], headers: Record<string, string>, signal?: AbortSignal): Promise<Response> {
     return this.send({ method: 'GET', path, query, headers, retry: false, signal, timeoutMs: 0 });
   }
@@ -258,8 +284,8 @@ export class StatelogClient {
     }
     const headers: Record<string, string> = { ...call.headers };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
-    if (call.body !== undefined) headers['content-type'] = 'application/json';
-    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    const body = call.text ?? (call.body === undefined ? undefined : JSON.stringify(call.body));
+    if (body !== undefined) headers['content-type'] = 'application/json';
     const timeoutMs = call.timeoutMs ?? this.timeoutMs;
 
     for (let attempt = 0; ; attempt++) {
@@ -268,14 +294,19 @@ export class StatelogClient {
       try {
         res = await fetch(url, { method: call.method, headers, body, signal: withTimeout(call.signal, timeoutMs) });
       } catch (err) {
-        if (canRetry && isConnectionError(err)) {
+        if (call.signal?.aborted) throw err;
+        // No answer: a typed error naming the server and the cause, not fetch's bare TypeError.
+        const failure = (err as Error)?.name === 'TimeoutError' ? timeoutError(this.url, timeoutMs) : isConnectionError(err) ? connectionError(this.url, err) : err;
+        if (canRetry && failure instanceof StatelogError) {
+          this.onRetry?.(failure, attempt);
           await sleep(backoffDelay(attempt, this.retryPolicy), call.signal);
           continue;
         }
-        throw err;
+        throw failure;
       }
       if (res.ok) return res;
       if (canRetry && (res.status === 503 || res.status === 429)) {
+        this.onRetry?.(new StatelogError(res.status, res.status === 503 ? 'unavailable' : 'too_many_requests', `${res.status} from ${this.url}`), attempt);
         const retryAfter = Number(res.headers.get('retry-after'));
         await res.body?.cancel();
         await sleep(backoffDelay(attempt, this.retryPolicy, Number.isFinite(retryAfter) ? retryAfter : undefined), call.signal);

@@ -12,6 +12,7 @@ export type {
   WriteOptions,
   Written,
 } from './client.js';
-export { CutStreamError, StatelogError, isStatelogError, type ErrorCode } from './errors.js';
+export { CutStreamError, StatelogError, isStatelogError, type ConnectionErrorCode, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
-export { StateMirror, type ResetEvent, type StateMirrorOptions } from './state-mirror.js';
+export { StateMirror, type ResetEvent, type RetryEvent, type StateMirrorEvents, type StateMirrorOptions } from './state-mirror.js';
+export type { WatchEvent, WatchOptions } from './watch.js';
