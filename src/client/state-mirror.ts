@@ -37,20 +37,20 @@ export interface RetryEvent {
   delayMs: number;
 }
 
-/** The mirror's events and their listeners. */
+/** The mirror's events and their arguments. */
 export interface StateMirrorEvents<T> {
   /** The mirror holds the state at some offset (once). */
-  ready: () => void;
+  ready: [];
   /** A record applied to the state. */
-  change: (record: LogRecord<T>) => void;
+  change: [record: LogRecord<T>];
   /** The state was replaced by a new snapshot, because the server could not serve the mirror's offset. */
-  reset: (event: ResetEvent) => void;
+  reset: [event: ResetEvent];
   /** The stream is opened again after `delayMs`. */
-  retry: (event: RetryEvent) => void;
+  retry: [event: RetryEvent];
   /** The checkpoint was saved at this offset. */
-  checkpoint: (offset: number) => void;
-  /** A failure: transient ones (with a retry after), a checkpoint that could not be saved, or the final one that stopped the mirror. */
-  error: (error: Error) => void;
+  checkpoint: [offset: number];
+  /** A failure: transient ones (a retry follows), a checkpoint that could not be saved, or the one that stopped the mirror. */
+  error: [error: Error];
 }
 
 interface StreamPosition {
@@ -58,14 +58,7 @@ interface StreamPosition {
   epoch: string;
 }
 
-export interface StateMirror<T = unknown> {
-  on<E extends keyof StateMirrorEvents<T>>(event: E, listener: StateMirrorEvents<T>[E]): this;
-  once<E extends keyof StateMirrorEvents<T>>(event: E, listener: StateMirrorEvents<T>[E]): this;
-  off<E extends keyof StateMirrorEvents<T>>(event: E, listener: StateMirrorEvents<T>[E]): this;
-  emit<E extends keyof StateMirrorEvents<T>>(event: E, ...args: Parameters<StateMirrorEvents<T>[E]>): boolean;
-}
-
-export class StateMirror<T = unknown> extends EventEmitter {
+export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>> {
   /** Resolves once the mirror holds the state at some offset; rejects if the server refuses the token. */
   readonly ready: Promise<void>;
   /** Snapshots taken (the first one included). */
