@@ -91,9 +91,9 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
     expect(records.map((r) => r.offset)).toEqual([...records.map((r) => r.offset)].sort((a, b) => a - b));
   });
 
-  it('reports an unreachable server with exit 1', async () => {
+  it('reports an unreachable server with exit 3, naming the URL and the cause', async () => {
     const down = await cli(['get', 'k'], { STATELOG_URL: 'http://127.0.0.1:9' });
-    expect(down.code).toBe(1);
+    expect(down).toMatchObject({ code: 3, stderr: 'statelog: cannot reach http://127.0.0.1:9: connection refused\n' });
   });
 });
 
@@ -109,7 +109,7 @@ describe.runIf(TEST_STORE === 'sqlite')('statelog backup and restore', () => {
     await mirror.ready;
 
     const backupFile = join(t.dir, 'backup.db');
-    const backup = await cli(['backup', backupFile, '--db', t.dbPath], env);
+    const backup = await cli(['backup', '--db', t.dbPath, '--out', backupFile], env);
     expect(backup.code, backup.stderr).toBe(0);
     expect(existsSync(backupFile)).toBe(true);
 

@@ -60,12 +60,15 @@ export interface ChangesOptions {
   signal?: AbortSignal;
 }
 
-export interface Snapshot<T = unknown> extends AsyncIterable<Entry<T>> {
+/** A snapshot's items (entries, or their JSON lines) with the offset and epoch they are the state at. */
+export interface SnapshotOf<Item> extends AsyncIterable<Item> {
   offset: number;
   epoch: string;
   /** Entries read so far; the trailer's count once the iteration has ended. */
   count: number;
 }
+
+export type Snapshot<T = unknown> = SnapshotOf<Entry<T>>;
 
 export interface ClientOptions {
   url: string;
@@ -211,6 +214,21 @@ export class StatelogClient {
    * CutStreamError if the stream ends without its trailer line.
    */
   async snapshot<T = unknown>(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<Snapshot<T>> {
+    return this.openSnapshot(options, (_line, entry) => entry as Entry<T>);
+  }
+
+  /**
+   * The snapshot's entries as the server wrote them, one JSON line each (the digits of
+   * every number kept): for backups. Checked against the trailer as snapshot() is.
+   */
+  async snapshotLines(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<SnapshotOf<string>> {
+    return this.openSnapshot(options, (line) => line);
+  }
+
+  private async openSnapshot<Item>(
+    options: { prefix?: string; signal?: AbortSignal },
+    item: (line: string, entry: Entry) => Item,
+  ): Promise<SnapshotOf<Item>> {
     const res = await this.send({
       method: 'GET',
       path: '/v1/snapshot',
@@ -222,7 +240,7 @@ export class StatelogClient {
     const offset = Number(res.headers.get('x-log-offset'));
     const epoch = res.headers.get('x-log-epoch') ?? '';
     const body = res.body!;
-    const snapshot: Snapshot<T> = {
+    const snapshot: SnapshotOf<Item> = {
       offset,
       epoch,
       count: 0,
@@ -230,13 +248,13 @@ export class StatelogClient {
         let trailer: { end: true; offset: number; count: number } | null = null;
         try {
           for await (const line of ndjsonLines(body)) {
-            const item = JSON.parse(line) as Entry<T> | { end: true; offset: number; count: number };
-            if ('end' in item) {
-              trailer = item;
+            const parsed = JSON.parse(line) as Entry | { end: true; offset: number; count: number };
+            if ('end' in parsed) {
+              trailer = parsed;
               break;
             }
             snapshot.count++;
-            yield item;
+            yield item(line, parsed);
           }
         } catch (err) {
           if (options.signal?.aborted) throw err;

@@ -9,6 +9,7 @@ export type {
   Entry,
   LogRecord,
   Snapshot,
+  SnapshotOf,
   WriteOptions,
   Written,
 } from './client.js';
