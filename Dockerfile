@@ -8,10 +8,14 @@ WORKDIR /app
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
+# The lockfile installs the workspace too (packages/client, which the CLI uses). Scripts
+# wait for the sources: only the native modules' own install steps run here.
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+COPY packages/client/package.json ./packages/client/
+RUN npm ci --no-audit --no-fund --ignore-scripts && npm rebuild better-sqlite3 esbuild
 COPY tsconfig.json ./
 COPY src ./src
+COPY packages ./packages
 # The dashboard (served at /ui): browser code, and the script that bundles it into dist/ui.
 COPY ui ./ui
 COPY scripts ./scripts
@@ -26,6 +30,8 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/packages/client/package.json ./packages/client/
+COPY --from=build /app/packages/client/dist ./packages/client/dist
 COPY migrations ./migrations
 # The image's own "node" user (uid 1000) owns the data folder and nothing else.
 RUN mkdir -p /data && chown node:node /data

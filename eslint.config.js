@@ -25,9 +25,9 @@ export default tseslint.config(
   // Later entries for the same files win, so each part states all of its bans in one entry.
   boundary(['src/**/*.ts'], '(^|/)(test|bench)/', 'the service never imports tests or benchmarks'),
   boundary(
-    ['src/client/**/*.ts'],
-    '^\\.\\./(?!contract/)|^\\.\\./\\.\\./|(^|/)(test|bench)/',
-    'the client speaks HTTP only: it imports the contract (src/contract) and nothing else of the server',
+    ['packages/client/**/*.ts'],
+    '^\\.\\./(?!\\.\\./\\.\\./src/contract/(?!render\\.js$))|^(fastify|@fastify/.+|better-sqlite3|pg|pino|prom-client|statelog)(/|$)',
+    'the client speaks HTTP only: of the server it imports the contract (src/contract) alone, and none of its packages',
   ),
   boundary(
     ['src/contract/**/*.ts'],

@@ -1,3 +1,4 @@
+import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
 // The suite runs twice, once per store: the same test files against SQLite and against
@@ -27,6 +28,8 @@ const STORE_FREE = [
 ];
 
 export default defineConfig({
+  // The workspace packages (packages/*) are tested from their TypeScript, not their build.
+  ssr: { resolve: { conditions: ['@statelog/source', ...defaultServerConditions] } },
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,

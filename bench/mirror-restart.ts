@@ -7,7 +7,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { StateMirror, StatelogClient } from '../src/client/index.js';
+import { StateMirror, StatelogClient } from '@statelog/client';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { envNumber, ROOT, startStatelog, summary } from './lib.js';
 

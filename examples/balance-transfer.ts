@@ -9,7 +9,7 @@
 // fresh reads; a transfer that was already applied (its answer lost, then retried)
 // finds its marker and stops. The client adds an Idempotency-Key to every write, so its
 // own retries of one batch are answered from the server's memory, never applied twice.
-import { StatelogClient, isStatelogError } from '../src/client/index.js';
+import { StatelogClient, isStatelogError } from '@statelog/client';
 
 interface Account {
   balance: number;

@@ -5,7 +5,7 @@
 //
 // It prints one JSON line when it is ready, one per change, and a summary on SIGTERM or
 // SIGINT, after saving its checkpoint.
-import { StateMirror, type LogRecord, type ResetEvent } from '../src/client/index.js';
+import { StateMirror, type LogRecord, type ResetEvent } from '@statelog/client';
 
 interface Stock {
   count: number;

@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
-import { StatelogClient, StatelogError, type WatchEvent } from './client/index.js';
+import { StatelogClient, StatelogError, type WatchEvent } from '@statelog/client';
 import { backupDatabase, restoreDatabase } from './store/sqlite/backup.js';
 
 /** Exit codes, as `--help` lists them. */

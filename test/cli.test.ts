@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
-import { StateMirror, StatelogClient, type ResetEvent } from '../src/client/index.js';
+import { StateMirror, StatelogClient, type ResetEvent } from '@statelog/client';
 import { startApp, TEST_STORE, type TestApp } from './helpers.js';
 import { cli } from './support/cli.js';
 
@@ -74,7 +74,7 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
 
   it('tails the change stream as JSON lines', async () => {
     await cli(['put', 'before', '1'], env);
-    const tail = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'tail', '--prefix', 'live/'], {
+    const tail = spawn(process.execPath, ['--conditions=@statelog/source', '--import', 'tsx', 'src/cli.ts', 'tail', '--prefix', 'live/'], {
       cwd: ROOT,
       env: { ...process.env, ...env },
     });

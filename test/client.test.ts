@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CutStreamError, StatelogClient, StatelogError } from '../src/client/index.js';
+import { CutStreamError, StatelogClient, StatelogError } from '@statelog/client';
 import { startApp, type TestApp } from './helpers.js';
 import { flakyProxy } from './support/flaky-proxy.js';
 

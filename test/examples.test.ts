@@ -2,7 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StatelogClient } from '../src/client/index.js';
+import { StatelogClient } from '@statelog/client';
 import { transfer } from '../examples/balance-transfer.js';
 import { startApp, type TestApp } from './helpers.js';
 
@@ -39,7 +39,7 @@ describe('examples/balance-transfer', () => {
 
   it('runs as a program against a live server', async () => {
     const output = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, ['--import', 'tsx', 'examples/balance-transfer.ts'], { cwd: ROOT, env: { ...process.env, STATELOG_URL: url } }, (err, stdout) =>
+      execFile(process.execPath, ['--conditions=@statelog/source', '--import', 'tsx', 'examples/balance-transfer.ts'], { cwd: ROOT, env: { ...process.env, STATELOG_URL: url } }, (err, stdout) =>
         err ? reject(err) : resolve(stdout),
       ),
     );
@@ -73,7 +73,7 @@ describe('examples/mirror-worker', () => {
 });
 
 function startWorker(url: string, checkpoint: string) {
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'examples/mirror-worker.ts', checkpoint], {
+  const proc = spawn(process.execPath, ['--conditions=@statelog/source', '--import', 'tsx', 'examples/mirror-worker.ts', checkpoint], {
     cwd: ROOT,
     env: { ...process.env, STATELOG_URL: url },
     stdio: ['ignore', 'pipe', 'inherit'],

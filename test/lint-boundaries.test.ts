@@ -12,8 +12,12 @@ async function breaches(filePath: string, code: string): Promise<string[]> {
 
 describe('import boundaries', () => {
   it.each([
-    ['src/client/client.ts', "import { ApiError } from '../http/error-handler.js';"],
-    ['src/client/client.ts', "import { SqliteStore } from '../store/sqlite/store.js';"],
+    ['packages/client/src/client.ts', "import { ApiError } from '../../../src/http/error-handler.js';"],
+    ['packages/client/src/client.ts', "import { SqliteStore } from '../../../src/store/sqlite/store.js';"],
+    ['packages/client/src/client.ts', "import { renderEntry } from '../../../src/contract/render.js';"],
+    ['packages/client/src/client.ts', "import { fillLog } from '../../../test/fill-log.js';"],
+    ['packages/client/src/client.ts', "import Fastify from 'fastify';"],
+    ['packages/client/src/client.ts', "import Database from 'better-sqlite3';"],
     ['src/store/sqlite/store.ts', "import { errorHandler } from '../../http/error-handler.js';"],
     ['src/store/log-store.ts', "import { keyRoutes } from '../routes/keys.js';"],
     ['src/contract/schemas.ts', "import { Authenticator } from '../http/auth.js';"],
@@ -25,7 +29,10 @@ describe('import boundaries', () => {
   });
 
   it.each([
-    ['src/client/client.ts', "import type { ErrorCode } from '../contract/errors.js';"],
+    ['packages/client/src/errors.ts', "import type { ErrorCode } from '../../../src/contract/errors.js';"],
+    ['packages/client/src/client.ts', "import type { Static } from '../../../src/contract/schemas.js';"],
+    ['packages/client/src/client.ts', "import { StatelogError } from './errors.js';"],
+    ['packages/client/src/sse.ts', "import { createParser } from 'eventsource-parser';"],
     ['src/store/sqlite/store.ts', "import type { StoredEntry } from '../log-store.js';"],
     ['src/contract/render.ts', "import type { StoredEntry } from '../store/log-store.js';"],
     ['ui/api.ts', "import type { Entry } from '../src/contract/schemas.js';"],

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../src/app.js';
-import { StateMirror, StatelogClient, type ResetEvent } from '../src/client/index.js';
+import { StateMirror, StatelogClient, type ResetEvent } from '@statelog/client';
 import { startApp, tempDir, type TestApp } from './helpers.js';
 
 let t: TestApp | undefined;

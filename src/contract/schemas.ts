@@ -22,7 +22,7 @@ const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((statu
 export const KeyParams = Type.Object({ key: Type.String() });
 
 export const Entry = Type.Object({ key: Type.String(), value: JsonValue, offset: Offset, ts: Type.Integer() });
-const Written = Type.Object({ key: Type.String(), offset: Offset });
+export const Written = Type.Object({ key: Type.String(), offset: Offset });
 
 // --- keys ---
 

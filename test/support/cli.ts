@@ -14,7 +14,7 @@ export function cli(args: string[], env: Record<string, string> = {}, input?: st
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', ...args],
+      ['--conditions=@statelog/source', '--import', 'tsx', 'src/cli.ts', ...args],
       { cwd: ROOT, env: { ...process.env, ...env }, timeout: 20_000 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;

@@ -1,6 +1,6 @@
 // Errors the client throws, typed by the contract's error codes, plus the two a client
 // meets without an answer: `unreachable` and `timeout`.
-import type { ErrorCode } from '../contract/errors.js';
+import type { ErrorCode } from '../../../src/contract/errors.js';
 
 export type { ErrorCode };
 

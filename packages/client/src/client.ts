@@ -3,25 +3,30 @@
 // 503/429 with jittered backoff: a retry is answered from the server's memory of the
 // first attempt, so it never applies twice.
 import { randomUUID } from 'node:crypto';
+import type {
+  BatchItem as BatchItemSchema,
+  changesSchema,
+  compactSchema,
+  Entry as EntrySchema,
+  LastCompaction as LastCompactionSchema,
+  LogRecord as LogRecordSchema,
+  postRecordsSchema,
+  Static,
+  statsSchema,
+  Written as WrittenSchema,
+} from '../../../src/contract/schemas.js';
 import { connectionError, CutStreamError, StatelogError, timeoutError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, isConnectionError, sleep, type RetryPolicy } from './retry.js';
 import { watch, type WatchEvent, type WatchOptions } from './watch.js';
 
-export interface Entry<T = unknown> {
-  key: string;
-  value: T;
-  offset: number;
-  ts: number;
-}
+/** A live key: its value, the offset of the record that set it, and that record's time (ms). */
+export type Entry<T = unknown> = Omit<Static<typeof EntrySchema>, 'value'> & { value: T };
 
-export type LogRecord<T = unknown> =
-  | { offset: number; key: string; op: 'set'; value: T; ts: number }
-  | { offset: number; key: string; op: 'delete'; ts: number };
+type RecordFields = Omit<Static<typeof LogRecordSchema>, 'op' | 'value'>;
+/** One record of the log: a set carries the value, a delete does not. */
+export type LogRecord<T = unknown> = (RecordFields & { op: 'set'; value: T }) | (RecordFields & { op: 'delete' });
 
-export interface Written {
-  key: string;
-  offset: number;
-}
+export type Written = Static<typeof WrittenSchema>;
 
 export interface WriteOptions {
   /** Write only if the key's live record has this offset, or ('*') if the key is live. */
@@ -33,22 +38,26 @@ export interface WriteOptions {
   signal?: AbortSignal;
 }
 
+type ItemFields = Static<typeof BatchItemSchema>;
+type ItemConditions = Pick<ItemFields, 'key' | 'ifOffset' | 'ifAbsent'>;
+/** One item of a batch; the schema's flat object, told apart by `op` as the server does. */
 export type BatchItem =
-  | { key: string; value: unknown; op?: 'set'; ifOffset?: number; ifAbsent?: boolean }
-  | { key: string; op: 'delete'; ifOffset?: number; ifAbsent?: boolean }
-  | { key: string; op: 'incr'; by: number; ifOffset?: number; ifAbsent?: boolean };
+  | (ItemConditions & { op?: 'set'; value: unknown })
+  | (ItemConditions & { op: 'delete' })
+  | (ItemConditions & { op: 'incr'; by: number });
 
-export interface BatchResult {
-  records: (Written & { value?: number })[];
-  offset: number;
-}
+export type BatchResult = Static<(typeof postRecordsSchema)['response'][200]>;
 
-export interface ChangesPage<T = unknown> {
+export type ChangesPage<T = unknown> = Omit<Static<(typeof changesSchema)['response'][200]>, 'records'> & {
   records: LogRecord<T>[];
-  next: number;
-  head: number;
-  epoch: string;
-}
+};
+
+/** GET /v1/stats: the log's size, its dirt and the last compaction. */
+export type Stats = Static<(typeof statsSchema)['response'][200]>;
+export type LastCompaction = Static<typeof LastCompactionSchema>;
+
+/** What one compaction pass removed, and the horizon and head it ran at. */
+export type CompactResult = Static<(typeof compactSchema)['response'][200]>;
 
 export interface ChangesOptions {
   after: number;
@@ -270,13 +279,13 @@ export class StatelogClient {
     return snapshot;
   }
 
-  async stats(): Promise<Record<string, unknown>> {
-    return (await this.json({ method: 'GET', path: '/v1/stats', retry: true })) as Record<string, unknown>;
+  async stats(): Promise<Stats> {
+    return (await this.json({ method: 'GET', path: '/v1/stats', retry: true })) as Stats;
   }
 
   /** Runs a compaction now (admin). */
-  async compact(): Promise<Record<string, unknown>> {
-    return (await this.json({ method: 'POST', path: '/v1/admin/compact', retry: false, timeoutMs: 0 })) as Record<string, unknown>;
+  async compact(): Promise<CompactResult> {
+    return (await this.json({ method: 'POST', path: '/v1/admin/compact', retry: false, timeoutMs: 0 })) as CompactResult;
   }
 
   /** Opens a raw request with auth, for streams (used by watch()); not retried. */

@@ -1,4 +1,4 @@
-// statelog/client: the typed client and the state mirror for workers.
+// @statelog/client: the typed client and the state mirror for workers.
 export { StatelogClient } from './client.js';
 export type {
   BatchItem,
@@ -6,14 +6,18 @@ export type {
   ChangesOptions,
   ChangesPage,
   ClientOptions,
+  CompactResult,
   Entry,
+  LastCompaction,
   LogRecord,
   Snapshot,
   SnapshotOf,
+  Stats,
   WriteOptions,
   Written,
 } from './client.js';
 export { CutStreamError, StatelogError, isStatelogError, type ConnectionErrorCode, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
+export { readEvents, type SseEvent } from './sse.js';
 export { StateMirror, type ResetEvent, type RetryEvent, type StateMirrorEvents, type StateMirrorOptions } from './state-mirror.js';
 export type { WatchEvent, WatchOptions } from './watch.js';
