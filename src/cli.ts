@@ -286,7 +286,8 @@ keys again.`)
     if (!flags.snapshot && done(flags.after ?? stats.head)) return;
     try {
       for await (const event of events) {
-        const line = eventLine(event);
+        // Without a snapshot, "initialized" only says the start offset was accepted.
+        const line = event.type === 'initialized' && !flags.snapshot ? null : eventLine(event);
         if (line !== null) await writeLine(process.stdout, line);
         const offset = event.type === 'record' ? (event.snapshot ? -1 : event.record.offset) : event.type === 'reset' ? -1 : event.offset;
         if (done(offset)) break;

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
@@ -9,6 +10,15 @@ import { startApp, TEST_STORE, type TestApp } from './helpers.js';
 import { cli } from './support/cli.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
+
+/** A port nothing listens on: one the system gave out a moment ago. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 let t: TestApp;
 let env: Record<string, string>;
@@ -92,8 +102,9 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
   });
 
   it('reports an unreachable server with exit 3, naming the URL and the cause', async () => {
-    const down = await cli(['get', 'k'], { STATELOG_URL: 'http://127.0.0.1:9' });
-    expect(down).toMatchObject({ code: 3, stderr: 'statelog: cannot reach http://127.0.0.1:9: connection refused\n' });
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const down = await cli(['get', 'k'], { STATELOG_URL: url });
+    expect(down).toMatchObject({ code: 3, stderr: `statelog: cannot reach ${url}: connection refused\n` });
   });
 });
 
