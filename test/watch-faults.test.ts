@@ -9,8 +9,8 @@ import { spawnServer, type UrlServer } from './support/child-server.js';
 
 let dir: string | undefined;
 let store: TestStore | undefined;
-let servers: UrlServer[] = [];
-let mirrors: StateMirror[] = [];
+const servers: UrlServer[] = [];
+const mirrors: StateMirror[] = [];
 const stops: AbortController[] = [];
 afterEach(async () => {
   for (const stop of stops.splice(0)) stop.abort();
