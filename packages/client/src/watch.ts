@@ -114,7 +114,9 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
             if (record.offset <= at.after) break; // given already
             at.after = record.offset;
             attempt = 0;
+            // A record of another key that the prefix let through still moves the reader.
             if (key === undefined || record.key === key) yield { type: 'record', record, snapshot: false };
+            else yield { type: 'progress', offset: record.offset };
             break;
           }
           case 'snapshot-end': {
