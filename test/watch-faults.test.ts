@@ -4,8 +4,10 @@
 import { existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StateMirror, StatelogClient, StatelogError, type LogRecord, type RetryEvent, type WatchEvent } from '@statelog/client';
-import { tempDir, testStore, type TestStore } from './helpers.js';
+import { json, startApp, tempDir, testStore, type TestStore } from './helpers.js';
+import { portOf } from './support/http.js';
 import { spawnServer, type UrlServer } from './support/child-server.js';
+import { cuttableProxy } from './support/flaky-proxy.js';
 
 let dir: string | undefined;
 let store: TestStore | undefined;
@@ -101,6 +103,50 @@ describe('across kill -9 of the server', () => {
     const offsets = live.map((e) => e.record.offset);
     const expected = Array.from({ length: 46 - initialized.offset }, (_, i) => initialized.offset + 1 + i);
     expect(offsets).toEqual(expected);
+  });
+});
+
+describe('a snapshot cut midway', () => {
+  it('is reset (snapshot_cut) and taken again from the start, then initialized', { timeout: 90_000 }, async () => {
+    const t = await startApp();
+    try {
+      // Large enough that the snapshot is still streaming when the network is cut.
+      const value = 'v'.repeat(5000);
+      for (let b = 0; b < 4; b++) {
+        const records = Array.from({ length: 500 }, (_, i) => ({ key: `k${String(b * 500 + i).padStart(4, '0')}`, value }));
+        await t.http.post('/v1/records').set(json).send({ records }).expect(200);
+      }
+      const proxy = await cuttableProxy('127.0.0.1', portOf(t.app.server));
+      try {
+        const viaProxy = new StatelogClient({ url: `http://127.0.0.1:${proxy.port}` });
+        const stop = new AbortController();
+        stops.push(stop);
+        const events: WatchEvent[] = [];
+        let cut = false;
+        for await (const event of viaProxy.watch({ signal: stop.signal, retry: FAST })) {
+          events.push(event);
+          if (!cut && event.type === 'record' && events.length === 100) {
+            cut = true;
+            await proxy.cut();
+            await proxy.restore();
+          }
+          if (event.type === 'initialized') break;
+        }
+        const types = events.map((e) => (e.type === 'reset' ? `reset ${e.reason}` : e.type));
+        const reset = types.indexOf('reset snapshot_cut');
+        expect(reset).toBeGreaterThanOrEqual(100);
+        expect(types.filter((type) => type.startsWith('reset'))).toEqual(['reset snapshot_cut']);
+        // After the reset: the whole snapshot again, in key order, then initialized.
+        const again = events.slice(reset + 1).filter((e) => e.type === 'record').map((e) => (e as { record: LogRecord }).record.key);
+        expect(again).toHaveLength(2000);
+        expect([again[0], again.at(-1)]).toEqual(['k0000', 'k1999']);
+        expect(events.at(-1)).toMatchObject({ type: 'initialized', offset: 2000 });
+      } finally {
+        await proxy.close();
+      }
+    } finally {
+      await t.close();
+    }
   });
 });
 
