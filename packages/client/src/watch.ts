@@ -11,7 +11,7 @@ import { readEvents } from './sse.js';
 export interface WatchOptions {
   /** Only keys with this prefix. */
   prefix?: string;
-  /** Only this key (exact match). */
+  /** Only this key (exact match); `prefix` is then not used. */
   key?: string;
   /**
    * Start after this offset (of `epoch`, if given), or at the head now ('head').
@@ -60,8 +60,9 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
   const policy = { ...DEFAULT_RETRY, ...options.retry };
   const silenceMs = options.silenceMs ?? 45_000;
   const onReset = options.onReset ?? (options.after === undefined ? 'snapshot' : 'throw');
-  // The server narrows by prefix; the exact key is checked here as well.
-  const prefix = key ?? options.prefix ?? '';
+  // The server narrows to the key (`key=`); the exact key is checked here as well, so
+  // that a server without `key=` (which ignores it) only costs the records of other keys.
+  const prefix = key === undefined ? (options.prefix ?? '') : undefined;
   const at: Position = { after: null, epoch: options.epoch };
   if (options.after === 'head') {
     const stats = (await client.stats()) as { head: number; epoch?: string };
