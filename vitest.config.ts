@@ -25,6 +25,9 @@ const STORE_FREE = [
   // API it calls is tested on both stores elsewhere, and each of its steps starts a
   // process, half a minute of the suite a store.
   'test/cli.test.ts',
+  // HTTPS and CORS are the transport's: nothing in them depends on the store.
+  'test/tls.test.ts',
+  'test/cors.test.ts',
 ];
 
 export default defineConfig({

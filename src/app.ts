@@ -11,6 +11,7 @@ import Fastify, {
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
+import cors from '@fastify/cors';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import secureJson from 'secure-json-parse';
 import { Authenticator } from './http/auth.js';
@@ -116,6 +117,31 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
   }
 }
 
+/**
+ * Node's server options: HTTP, or HTTPS with the configured certificate (server.ts
+ * replaces it on SIGHUP). A TLS connection that never finishes its handshake is given
+ * as long as a slow sender's headers.
+ */
+function serverOptions(config: Config) {
+  const http = {
+    headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
+    connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
+  };
+  if (!config.tls) return { http };
+  const { cert, key } = config.tls;
+  return { https: { ...http, cert, key, handshakeTimeout: SERVER_TIMEOUTS.headersTimeoutMs } };
+}
+
+/**
+ * The headers a browser page on an allowed origin may send and read. Exposed: what the
+ * API answers with beyond the CORS-safelisted ones (offsets as ETag, the snapshot's
+ * position, Retry-After on 429 and 503, the request id).
+ */
+export const CORS_HEADERS = {
+  allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
+  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate'],
+};
+
 export async function buildApp(config: Config): Promise<App> {
   const store = await openStore(config);
   const notifier = new ChangeNotifier();
@@ -148,10 +174,7 @@ export async function buildApp(config: Config): Promise<App> {
     keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
     requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
     connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
-    http: {
-      headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
-      connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
-    },
+    ...serverOptions(config),
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
     logController: accessLog,
@@ -196,6 +219,17 @@ export async function buildApp(config: Config): Promise<App> {
     }
     done();
   });
+  // Before auth: a preflight carries no token and is answered here, and every answer,
+  // a refusal included, carries the CORS headers the page needs to read it.
+  if (config.corsOrigins) {
+    await app.register(cors, {
+      origin: config.corsOrigins[0] === '*' ? '*' : config.corsOrigins,
+      methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+      allowedHeaders: CORS_HEADERS.allowed,
+      exposedHeaders: CORS_HEADERS.exposed,
+      maxAge: 600,
+    });
+  }
   await registerOverload(app, config);
   // Also runs for paths that match no route, so an unknown /v1 path is refused with
   // 401 or 403 before anyone learns that it does not exist.

@@ -42,6 +42,7 @@ const program = new Command('statelog')
   .version(VERSION, '-V, --version', 'print the version')
   .addOption(new Option('--url <url>', 'server URL, with http:// or https://').env('STATELOG_URL').default('http://127.0.0.1:8080'))
   .addOption(new Option('--token <token>', 'bearer token').env('STATELOG_TOKEN'))
+  .addOption(new Option('--ca <file>', 'PEM file of the CA that signed an https:// server\'s certificate').env('STATELOG_CA'))
   .addHelpText('after', EXIT_HELP)
   .showHelpAfterError()
   .exitOverride();
@@ -61,9 +62,19 @@ function serverUrl(): string {
 }
 
 function client(): StatelogClient {
-  const { token } = program.opts<{ token?: string }>();
+  const { token, ca } = program.opts<{ token?: string; ca?: string }>();
+  const url = serverUrl();
+  let caPem: Buffer | undefined;
+  // An empty STATELOG_CA counts as unset, as shells leave such variables.
+  if (ca) {
+    try {
+      caPem = readFileSync(ca);
+    } catch (err) {
+      usage(`cannot read --ca ${ca} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  }
   // A person waits at the prompt: two quick retries, then the reason.
-  return new StatelogClient({ url: serverUrl(), ...(token ? { token } : {}), retry: { retries: 2 } });
+  return new StatelogClient({ url, ...(token ? { token } : {}), ...(caPem ? { ca: caPem } : {}), retry: { retries: 2 } });
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -179,6 +190,17 @@ program
   .option('--if-match <offset>', 'only if the key\'s live record has this offset', offsetOption)
   .action(async (key: string, flags: { ifMatch?: number }) => {
     print(await client().delete(key, flags.ifMatch !== undefined ? { ifMatch: flags.ifMatch } : {}));
+  });
+
+program
+  .command('history <key>')
+  .description('print the key\'s records still in the log, newest first, one JSON line each')
+  .option('--limit <n>', 'at most this many records (1 to 1000)', offsetOption, 100)
+  .option('--before <offset>', 'only records below this offset (a previous run\'s "next")', offsetOption)
+  .action(async (key: string, flags: { limit: number; before?: number }) => {
+    const page = await client().history(key, { limit: flags.limit, ...(flags.before !== undefined ? { before: flags.before } : {}) });
+    for (const record of page.records) print(record);
+    if (page.next !== null) process.stderr.write(`more: --before ${page.next}\n`);
   });
 
 program

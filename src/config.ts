@@ -1,5 +1,7 @@
 // Settings come from the environment, are validated once at start-up, and are then
 // passed around as this typed object. Nothing else reads process.env.
+import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 
 export type SyncMode = 'full' | 'normal';
 export type StoreKind = 'sqlite' | 'postgres';
@@ -33,6 +35,17 @@ export interface Config {
   maxEventLoopDelayMs: number;
   /** Overload: how often the event-loop delay is measured. */
   loadSampleIntervalMs: number;
+  /** HTTPS: the PEM certificate chain and private key, as read at start-up; null serves HTTP. */
+  tls: TlsFiles | null;
+  /** Origins allowed to call from a browser (CORS); ['*'] for any; null sends no CORS headers. */
+  corsOrigins: string[] | null;
+}
+
+export interface TlsFiles {
+  certPath: string;
+  keyPath: string;
+  cert: Buffer;
+  key: Buffer;
 }
 
 /** A setting that cannot be used; the message names the variable. */
@@ -122,6 +135,73 @@ function databaseUrl(env: Env, store: StoreKind): string | null {
   return text;
 }
 
+function readPem(variable: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    throw new ConfigError(variable, `cannot read "${path}" (${code})`);
+  }
+}
+
+/**
+ * Reads and checks a certificate and key: both files readable, PEM, and the key the
+ * certificate's. At start-up and again on SIGHUP (server.ts), so a bad pair is refused
+ * with one line naming the variable, never served.
+ */
+export function readTlsFiles(certPath: string, keyPath: string): TlsFiles {
+  const cert = readPem('STATELOG_TLS_CERT', certPath);
+  const key = readPem('STATELOG_TLS_KEY', keyPath);
+  if (!cert.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new ConfigError('STATELOG_TLS_CERT', `"${certPath}" holds no PEM certificate`);
+  }
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key.toString('latin1'))) {
+    throw new ConfigError('STATELOG_TLS_KEY', `"${keyPath}" holds no PEM private key`);
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (err) {
+    // OpenSSL's reason, such as "key values mismatch"; never the key itself.
+    throw new ConfigError('STATELOG_TLS_KEY', `cannot be used with STATELOG_TLS_CERT: ${(err as Error).message}`);
+  }
+  return { certPath, keyPath, cert, key };
+}
+
+function tlsFiles(env: Env): TlsFiles | null {
+  const certPath = raw(env, 'STATELOG_TLS_CERT');
+  const keyPath = raw(env, 'STATELOG_TLS_KEY');
+  if (certPath === undefined && keyPath === undefined) return null;
+  if (certPath === undefined) throw new ConfigError('STATELOG_TLS_CERT', 'required when STATELOG_TLS_KEY is set (give both or neither)');
+  if (keyPath === undefined) throw new ConfigError('STATELOG_TLS_KEY', 'required when STATELOG_TLS_CERT is set (give both or neither)');
+  return readTlsFiles(certPath, keyPath);
+}
+
+/** Origins as a browser sends them: scheme://host[:port], no path; or a lone "*". */
+function corsOrigins(env: Env): string[] | null {
+  const text = raw(env, 'STATELOG_CORS_ORIGINS');
+  if (text === undefined) return null;
+  const origins = text.split(',').map((origin) => origin.trim());
+  if (origins.includes('*')) {
+    if (origins.length > 1) throw new ConfigError('STATELOG_CORS_ORIGINS', '"*" allows any origin; list no others with it');
+    return ['*'];
+  }
+  for (const [index, origin] of origins.entries()) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || !['http:', 'https:'].includes(parsed.protocol) || parsed.origin !== origin) {
+      throw new ConfigError(
+        'STATELOG_CORS_ORIGINS',
+        `entry ${index + 1} ("${origin}") is not an origin such as https://dashboard.example.com or http://localhost:3000`,
+      );
+    }
+  }
+  return origins;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const store = oneOf(env, 'STATELOG_STORE', ['sqlite', 'postgres'], 'sqlite');
   return {
@@ -146,5 +226,7 @@ export function loadConfig(env: Env = process.env): Config {
     // Not in the contract: operators' knobs for shedding load (see docs/container.md).
     maxEventLoopDelayMs: integer(env, 'STATELOG_MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 600_000),
     loadSampleIntervalMs: integer(env, 'STATELOG_LOAD_SAMPLE_INTERVAL_MS', 1000, 10, 60_000),
+    tls: tlsFiles(env),
+    corsOrigins: corsOrigins(env),
   };
 }

@@ -1,7 +1,10 @@
-// Settings: STATELOG_TOKENS and the overload knobs, parsed and refused with one line
+// Settings: STATELOG_TOKENS, the overload knobs and the transport (TLS, CORS), parsed and refused with one line
 // that names the variable (and never echoes a token).
-import { describe, expect, it } from 'vitest';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { makeTestCa, type TestCa } from './support/certificates.js';
 
 function refusal(env: Record<string, string>): ConfigError {
   try {
@@ -95,4 +98,59 @@ describe("the contract's settings", () => {
       logLevel: 'info',
     });
   });
+});
+
+describe('the transport settings', () => {
+  let ca: TestCa;
+  beforeAll(() => {
+    ca = makeTestCa();
+  });
+  afterAll(() => rmSync(ca.dir, { recursive: true, force: true }));
+
+  it('serve plain HTTP without CORS headers when unset', () => {
+    expect(loadConfig({})).toMatchObject({ tls: null, corsOrigins: null });
+    expect(loadConfig({ STATELOG_TLS_CERT: ' ', STATELOG_CORS_ORIGINS: '' })).toMatchObject({ tls: null, corsOrigins: null });
+  });
+
+  it('read the certificate and key files', () => {
+    const issued = ca.issue('config');
+    const { tls } = loadConfig({ STATELOG_TLS_CERT: issued.certPath, STATELOG_TLS_KEY: issued.keyPath });
+    expect(tls).toMatchObject({ certPath: issued.certPath, keyPath: issued.keyPath });
+    expect(tls!.cert.toString()).toBe(issued.cert);
+  });
+
+  it('refuse one of the two TLS files without the other, unreadable files, files that are not PEM, and a key of another certificate', () => {
+    const a = ca.issue('config-a');
+    const b = ca.issue('config-b');
+    const cases: [Record<string, string>, string, RegExp][] = [
+      [{ STATELOG_TLS_CERT: a.certPath }, 'STATELOG_TLS_KEY', /required when STATELOG_TLS_CERT is set/],
+      [{ STATELOG_TLS_KEY: a.keyPath }, 'STATELOG_TLS_CERT', /required when STATELOG_TLS_KEY is set/],
+      [{ STATELOG_TLS_CERT: join(ca.dir, 'missing.pem'), STATELOG_TLS_KEY: a.keyPath }, 'STATELOG_TLS_CERT', /cannot read ".*missing.pem" \(ENOENT\)/],
+      [{ STATELOG_TLS_CERT: a.certPath, STATELOG_TLS_KEY: ca.dir }, 'STATELOG_TLS_KEY', /cannot read .* \(EISDIR\)/],
+      [{ STATELOG_TLS_CERT: a.keyPath, STATELOG_TLS_KEY: a.keyPath }, 'STATELOG_TLS_CERT', /holds no PEM certificate/],
+      [{ STATELOG_TLS_CERT: a.certPath, STATELOG_TLS_KEY: a.certPath }, 'STATELOG_TLS_KEY', /holds no PEM private key/],
+      [{ STATELOG_TLS_CERT: a.certPath, STATELOG_TLS_KEY: b.keyPath }, 'STATELOG_TLS_KEY', /key values mismatch/],
+    ];
+    for (const [env, variable, message] of cases) {
+      const error = refusal(env);
+      expect(error.variable, JSON.stringify(env)).toBe(variable);
+      expect(error.message).toMatch(message);
+      expect(error.message).not.toMatch(/BEGIN/);
+    }
+  });
+
+  it('read the CORS origins, trimmed, or "*" alone', () => {
+    expect(loadConfig({ STATELOG_CORS_ORIGINS: 'https://dash.example.com, http://localhost:3000' }).corsOrigins).toEqual([
+      'https://dash.example.com',
+      'http://localhost:3000',
+    ]);
+    expect(loadConfig({ STATELOG_CORS_ORIGINS: '*' }).corsOrigins).toEqual(['*']);
+  });
+
+  it.each(['dash.example.com', 'https://dash.example.com/', 'https://dash.example.com/ui', 'ftp://x.example', '*,https://a.example', 'https://a.example,,'])(
+    'refuse STATELOG_CORS_ORIGINS=%s',
+    (value) => {
+      expect(refusal({ STATELOG_CORS_ORIGINS: value }).variable).toBe('STATELOG_CORS_ORIGINS');
+    },
+  );
 });

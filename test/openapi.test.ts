@@ -44,6 +44,8 @@ interface Caller extends TestApp {
 }
 
 const keyPath = (key: string): string => `/v1/keys/${encodeURIComponent(key)}`;
+const HISTORY = 'GET /v1/keys/{key}/history';
+const historyPath = (key: string): string => `${keyPath(key)}/history`;
 const text = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
 
 function put(t: Caller, key: string, body: unknown, headers: Record<string, string> = {}) {
@@ -366,6 +368,29 @@ const cases: Case[] = [
       send: (t) => t.http.get(`/v1/keys?${query}`),
     }),
   ),
+
+  // GET /v1/keys/{key}/history
+  {
+    route: HISTORY, status: 200, name: 'a full page has next',
+    send: async (t) => {
+      for (const value of [1, 2, 3]) await put(t, 'hist/a', { value });
+      await del(t, 'hist/a');
+      return t.http.get(historyPath('hist/a')).query({ limit: 3 });
+    },
+    check: (res) => expect(res.body.next).toBe(res.body.records[2].offset),
+  },
+  {
+    route: HISTORY, status: 200, name: 'the last page has next null; an unknown key, no records',
+    send: (t) => t.http.get(historyPath('hist/never')),
+    check: (res) => expect(res.body).toMatchObject({ records: [], next: null }),
+  },
+  ...['foo=1', 'limit=0', 'limit=1001', 'before=0', 'before=x'].map(
+    (query): Case => ({
+      route: HISTORY, status: 400, code: 'invalid_request', name: `query ${query}`,
+      send: (t) => t.http.get(`${historyPath('hist/a')}?${query}`),
+    }),
+  ),
+  { route: HISTORY, status: 400, code: 'invalid_key', name: 'a key over 512 bytes', send: (t) => t.http.get(historyPath('k'.repeat(513))) },
 
   // POST /v1/records
   {
@@ -690,6 +715,7 @@ const anyRequest: Record<string, (t: Caller) => PromiseLike<Answer>> = {
   [`GET ${KEY}`]: (t) => t.http.get(keyPath('any')),
   [`DELETE ${KEY}`]: (t) => del(t, 'any'),
   'GET /v1/keys': (t) => t.http.get('/v1/keys'),
+  [HISTORY]: (t) => t.http.get(historyPath('any')),
   'POST /v1/records': (t) => batch(t, [{ key: 'any', op: 'incr', by: 1 }]),
   'GET /v1/stats': (t) => t.http.get('/v1/stats'),
   'GET /healthz': (t) => t.http.get('/healthz'),

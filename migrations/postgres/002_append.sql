@@ -1,12 +1,12 @@
--- A group commit in one round trip, for groups that the node planned from an unlocked
--- read of the state. Called as one autocommit statement: it locks the meta row (so
--- offsets stay in commit order), then checks that every key the plan read still has
--- the state row it read (a plpgsql statement after the lock sees every commit before
--- it). If one changed, it writes nothing and returns NULL, and the node plans again
--- under the lock. Otherwise it appends the records at head + 1..., updates the state
--- rows and the counters, and NOTIFYs. The lock is held only for this function and the
--- commit's WAL flush: no network round trip and no node's event loop is inside it.
--- Parameters are prefixed p_ so that none shadows a column name.
+-- Writes a group that a node planned (src/store/write-plan.ts): only what must happen
+-- inside the database. It locks the meta row, so offsets stay in commit order; checks
+-- that every key the plan read still has the state row it read (a plpgsql statement
+-- after the lock sees every commit before it), and if one changed, writes nothing and
+-- returns no row, and the node plans again under the lock; otherwise appends the
+-- records at head + 1..., updates the state rows and the counters, and NOTIFYs.
+-- Called as one autocommit statement for a plan made from an unlocked read, so the lock
+-- is held only for this function and the commit's WAL flush; a plan made under the lock
+-- calls it with nothing to verify. Parameters are prefixed p_ so none shadows a column.
 CREATE FUNCTION statelog_append(
   p_read_keys text[], p_read_seqs bigint[], p_read_lives boolean[],   -- state as read; seq NULL = no row
   p_rec_keys text[], p_rec_ops text[], p_rec_values text[],           -- records, in order

@@ -4,6 +4,7 @@ import Type from 'typebox';
 
 export const MAX_BATCH_ITEMS = 1000;
 export const MAX_LIST_LIMIT = 1000;
+export const MAX_HISTORY_LIMIT = 1000;
 export const MAX_CHANGES_LIMIT = 10_000;
 export const MAX_WAIT_SECONDS = 60;
 
@@ -65,6 +66,14 @@ export const listKeysSchema = {
   },
 };
 
+export const HistoryQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: MAX_HISTORY_LIMIT, default: 100 }),
+    before: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
+  },
+  { additionalProperties: false },
+);
+
 // --- batches ---
 
 /**
@@ -114,6 +123,20 @@ export const LogRecord = Type.Object({
   value: Type.Optional(JsonValue),
   ts: Type.Integer(),
 });
+
+export const keyHistorySchema = {
+  params: KeyParams,
+  querystring: HistoryQuery,
+  response: {
+    200: Type.Object({
+      records: Type.Array(LogRecord),
+      next: Type.Union([Offset, Type.Null()]),
+      head: Offset,
+      epoch: Type.String(),
+    }),
+    ...errors(400, 401, 403, 503),
+  },
+};
 
 /** A stream's body is not serialised by fastify; these describe it for readers of the schema. */
 const NdjsonBody = Type.Unknown({ description: 'application/x-ndjson: one entry per line, then {"end": true, ...}' });

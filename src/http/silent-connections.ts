@@ -4,10 +4,14 @@
 // until the headers timeout.
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 
 export function trackConnections(server: Server): { closeSilent(): void } {
   const requestsInProgress = new Map<Socket, number>();
-  server.on('connection', (socket: Socket) => {
+  // Over HTTPS a request's socket is the TLS socket, which exists once the handshake is
+  // done (one that never finishes it is ended by the handshake timeout, see app.ts).
+  const opened = (server as unknown) instanceof TlsServer ? 'secureConnection' : 'connection';
+  server.on(opened, (socket: Socket) => {
     requestsInProgress.set(socket, 0);
     socket.once('close', () => requestsInProgress.delete(socket));
   });

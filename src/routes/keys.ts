@@ -3,8 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError } from '../contract/errors.js';
 import { checkKey, checkPrefix } from '../contract/key-rules.js';
 import { etag, notModified, writeCondition } from '../http/preconditions.js';
-import { entryJson, failureAnswer, jsonAnswer } from '../contract/render.js';
-import { deleteKeySchema, getKeySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
+import { entryJson, failureAnswer, jsonAnswer, recordJson } from '../contract/render.js';
+import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import { sendJsonText, submitWrite, valueText } from '../writes/write-request.js';
 
@@ -57,6 +57,22 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       if (!outcome.ok) return failureAnswer(outcome.failure, false);
       return jsonAnswer(200, { key, offset: outcome.applied[0]!.offset });
     });
+  });
+
+  // A key the log holds no record of answers an empty list, not 404 (as etcd answers a
+  // range with no revisions): whether it never existed or compaction removed its last
+  // record, the log cannot tell, and the end of paging has the same shape.
+  app.get('/v1/keys/:key/history', { schema: keyHistorySchema }, async (req, reply) => {
+    const key = checkKey(req.params.key);
+    const { limit, before } = req.query;
+    // One more than asked tells whether older records follow.
+    const page = await store.history({ key, before: before ?? null, limit: limit + 1, maxChars: LIST_PAGE_CHARS });
+    const records = page.records.slice(0, limit);
+    // Full (stopped at limit + 1 or by size): go on below the last record sent. A scan
+    // that stopped at its bound: below the lowest offset it examined, records or not.
+    const next = page.full ? records[records.length - 1]!.offset : page.examinedTo;
+    const body = `{"records":[${records.map(recordJson).join(',')}],"next":${next},"head":${page.head},"epoch":${JSON.stringify(store.epoch)}}`;
+    return sendJsonText(reply, body);
   });
 
   app.get('/v1/keys', { schema: listKeysSchema }, async (req, reply) => {

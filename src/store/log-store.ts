@@ -142,6 +142,36 @@ export interface ChangesPage {
 }
 
 /**
+ * A history page examines at most this many log records (newest first): the log keeps
+ * no index by key (it would cost every write; docs/key-history.md), so the work a page
+ * does is bounded by records examined, as a filtered changes page is.
+ */
+export const HISTORY_SCAN_RECORDS = 10_000;
+
+export interface HistoryQuery {
+  key: string;
+  /** Exclusive: records with offset < before; null for no bound. */
+  before: number | null;
+  limit: number;
+  /** The page also stops once its keys and values hold this many characters (at least one record). */
+  maxChars?: number;
+}
+
+export interface HistoryPage {
+  /** The key's records still in the log below `before`, newest first, at most `limit`. */
+  records: StoredRecord[];
+  /** The head read in the same transaction as the records. */
+  head: number;
+  /** True when the page stopped at `limit` or `maxChars`: older records may follow. */
+  full: boolean;
+  /**
+   * The lowest offset examined when the page stopped at HISTORY_SCAN_RECORDS with older
+   * records left unexamined; null when it examined the log down to its oldest record.
+   */
+  examinedTo: number | null;
+}
+
+/**
  * How a snapshot renders each live key: 'entry' is {"key","value","offset","ts"} (as
  * render.ts's entryJson), 'record' is {"offset","key","op":"set","value","ts"} (as
  * recordJson).
@@ -250,6 +280,8 @@ export interface LogStore {
    */
   commit(requests: WriteRequest[], now: number): Promise<WriteResult[]>;
   readChanges(query: ChangesQuery): Promise<ChangesPage>;
+  /** A key's records that compaction has not removed yet, newest first, within a bounded scan. */
+  history(query: HistoryQuery): Promise<HistoryPage>;
   openSnapshot(prefix: string): Promise<SnapshotReader>;
   counters(): Promise<StoreCounters>;
   /** Throws unless the database answers. */

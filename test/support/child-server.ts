@@ -58,7 +58,7 @@ export async function startServer(env: Record<string, string>, timeoutMs = 20_00
   for (;;) {
     const listening = child
       .logs()
-      .map((line) => /^Server listening at http:\/\/127\.0\.0\.1:(\d+)$/.exec(String(line.msg)))
+      .map((line) => /^Server listening at https?:\/\/127\.0\.0\.1:(\d+)$/.exec(String(line.msg)))
       .find(Boolean);
     if (listening) {
       const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {

@@ -1,13 +1,16 @@
-// A typed client for statelog's HTTP API, on Node's own fetch. Writes carry an
+// A typed client for statelog's HTTP API, on Node's own fetch (through an undici Agent
+// that trusts `ca` when one is given, for a server with a private CA). Writes carry an
 // Idempotency-Key (generated unless given) and are retried on connection failures and
 // 503/429 with jittered backoff: a retry is answered from the server's memory of the
 // first attempt, so it never applies twice.
 import { randomUUID } from 'node:crypto';
+import { Agent } from 'undici';
 import type {
   BatchItem as BatchItemSchema,
   changesSchema,
   compactSchema,
   Entry as EntrySchema,
+  keyHistorySchema,
   LastCompaction as LastCompactionSchema,
   LogRecord as LogRecordSchema,
   postRecordsSchema,
@@ -52,6 +55,22 @@ export type ChangesPage<T = unknown> = Omit<Static<(typeof changesSchema)['respo
   records: LogRecord<T>[];
 };
 
+/**
+ * Records of one key, newest first; `next` is the `before` that goes on with older ones
+ * (null: the log holds nothing older).
+ */
+export type HistoryPage<T = unknown> = Omit<Static<(typeof keyHistorySchema)['response'][200]>, 'records'> & {
+  records: LogRecord<T>[];
+};
+
+export interface HistoryOptions {
+  /** Most records to return, 1 to 1000 (default 100). */
+  limit?: number;
+  /** Only records with an offset below this one: a page's `next`. */
+  before?: number;
+  signal?: AbortSignal;
+}
+
 /** GET /v1/stats: the log's size, its dirt and the last compaction. */
 export type Stats = Static<(typeof statsSchema)['response'][200]>;
 export type LastCompaction = Static<typeof LastCompactionSchema>;
@@ -87,6 +106,11 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Called before each retry with its cause (unreachable, timeout, 503, 429). */
   onRetry?: (cause: StatelogError, attempt: number) => void;
+  /**
+   * PEM certificate(s) of the CA that signed an https:// server's certificate (the file's
+   * contents, such as readFileSync('ca.pem')). Trusted in place of Node's usual roots.
+   */
+  ca?: string | Buffer | (string | Buffer)[];
 }
 
 interface Call {
@@ -118,10 +142,14 @@ export class StatelogClient {
   private readonly retryPolicy: RetryPolicy;
   private readonly timeoutMs: number;
   private readonly onRetry: ClientOptions['onRetry'];
+  /** Connections that trust `ca`; undefined: fetch's own. */
+  private readonly dispatcher: Agent | undefined;
 
   constructor(options: ClientOptions) {
     this.onRetry = options.onRetry;
     this.url = options.url.replace(/\/+$/, '');
+    if (!/^https?:\/\//i.test(this.url)) throw new TypeError(`url must be http:// or https://, got "${options.url}"`);
+    this.dispatcher = options.ca === undefined ? undefined : new Agent({ connect: { ca: options.ca } });
     this.token = options.token;
     this.retryPolicy = { ...DEFAULT_RETRY, ...options.retry };
     this.timeoutMs = options.timeoutMs ?? 30_000;
@@ -190,6 +218,29 @@ export class StatelogClient {
       yield* page.items;
       cursor = page.cursor ?? undefined;
     } while (cursor !== undefined);
+  }
+
+  /**
+   * Up to `limit` of the key's records still in the log, newest first. The server
+   * examines a bounded stretch of the log per request and may answer a short page with
+   * a `next`; this follows `next` until it has `limit` records or the log has no more.
+   */
+  async history<T = unknown>(key: string, options: HistoryOptions = {}): Promise<HistoryPage<T>> {
+    const { signal, limit = 100, before } = options;
+    const records: LogRecord<T>[] = [];
+    let next: number | null | undefined = before;
+    for (;;) {
+      const page = (await this.json({
+        method: 'GET',
+        path: `${keyPath(key)}/history`,
+        query: { limit: limit - records.length, before: next ?? undefined },
+        retry: true,
+        signal,
+      })) as HistoryPage<T>;
+      records.push(...page.records);
+      next = page.next;
+      if (next === null || records.length >= limit) return { ...page, records, next };
+    }
   }
 
   /** One page of changes after `after` (long-polls up to `wait` seconds when empty). */
@@ -288,6 +339,11 @@ export class StatelogClient {
     return (await this.json({ method: 'POST', path: '/v1/admin/compact', retry: false, timeoutMs: 0 })) as CompactResult;
   }
 
+  /** Closes the connections kept for `ca` (none otherwise); the client is unusable after. */
+  async close(): Promise<void> {
+    await this.dispatcher?.close();
+  }
+
   /** Opens a raw request with auth, for streams (used by watch()); not retried. */
   async open(path: string, query: Call['query'], headers: Record<string, string>, signal?: AbortSignal): Promise<Response> {
     return this.send({ method: 'GET', path, query, headers, retry: false, signal, timeoutMs: 0 });
@@ -319,7 +375,9 @@ export class StatelogClient {
       const canRetry = call.retry && attempt < this.retryPolicy.retries;
       let res: Response;
       try {
-        res = await fetch(url, { method: call.method, headers, body, signal: withTimeout(call.signal, timeoutMs) });
+        const init = { method: call.method, headers, body, signal: withTimeout(call.signal, timeoutMs) };
+        // Node's fetch takes an undici dispatcher (not in the DOM's RequestInit).
+        res = await fetch(url, this.dispatcher ? ({ ...init, dispatcher: this.dispatcher } as unknown as RequestInit) : init);
       } catch (err) {
         if (call.signal?.aborted) throw err;
         // No answer: a typed error naming the server and the cause, not fetch's bare TypeError.

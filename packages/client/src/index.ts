@@ -8,6 +8,8 @@ export type {
   ClientOptions,
   CompactResult,
   Entry,
+  HistoryOptions,
+  HistoryPage,
   LastCompaction,
   LogRecord,
   Snapshot,

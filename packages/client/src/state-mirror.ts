@@ -7,7 +7,7 @@
 // checkpoint file it restarts from disk and reads only the changes since. A token the
 // server refuses (401, 403) stops it: `ready` rejects, and nothing is retried.
 import { EventEmitter } from 'node:events';
-import { StatelogClient, type LogRecord } from './client.js';
+import { StatelogClient, type ClientOptions, type LogRecord } from './client.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
 import type { RetryPolicy } from './retry.js';
@@ -15,6 +15,8 @@ import type { RetryPolicy } from './retry.js';
 export interface StateMirrorOptions {
   url: string;
   token?: string;
+  /** As the client's: the PEM CA of an https:// server with a private CA. */
+  ca?: ClientOptions['ca'];
   /** Mirror only keys with this prefix. */
   prefix?: string;
   /** A file where offset and state are saved, and resumed from on start. */
@@ -78,7 +80,11 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
 
   constructor(private readonly options: StateMirrorOptions) {
     super();
-    this.client = new StatelogClient({ url: options.url, ...(options.token ? { token: options.token } : {}) });
+    this.client = new StatelogClient({
+      url: options.url,
+      ...(options.token ? { token: options.token } : {}),
+      ...(options.ca !== undefined ? { ca: options.ca } : {}),
+    });
     this.prefix = options.prefix ?? '';
     this.warn = options.warn ?? ((message) => console.warn(`statelog mirror: ${message}`));
     this.ready = new Promise((resolve, reject) => {
@@ -131,6 +137,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     this.stop.abort();
     await this.running;
     await this.saveCheckpoint();
+    await this.client.close();
   }
 
   private async run(): Promise<void> {

@@ -1,16 +1,15 @@
-// One compaction run on the PostgreSQL log, in bounded steps, on one node at a time.
+// One compaction run on the PostgreSQL log, in bounded steps, on one node at a time; what
+// it keeps and removes is decided by compaction-rules.ts, as for SQLite.
 //
 // The run holds a session advisory lock on its own pooled connection from start to end;
 // a node that cannot take it runs nothing and waits for the other node's run to end
 // (its answer then reflects that run). Each removal step is one transaction that first
 // locks the meta row, as writes do, so a step never races a write and the counters stay
-// exact. The rules are those of the SQLite pass (sqlite/compaction.ts on the compactor
-// branch): keep each key's latest record, remove every record that a record within the
-// cutoff superseded, keep the last record within the cutoff of a key written after it,
-// and remove expired delete markers that are their key's latest record (raising the
-// horizon). Space comes back through autovacuum (settings in migrations/postgres).
+// exact. Space comes back through autovacuum (settings in migrations/postgres).
 import type pg from 'pg';
+import { CompactionRules, lastCommittedBy, runLimits, supersededSinceAfterRun, type ScannedRecord } from '../compaction-rules.js';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from '../log-store.js';
+import { STORE_INTERNALS } from '../internals.js';
 import { LOCK_NAMESPACE } from './migrations.js';
 
 export const COMPACTION_LOCK = 2;
@@ -19,15 +18,7 @@ const CHUNK_ROWS = 2000;
 /** How often a node waiting for another node's run looks again. */
 const WAIT_POLL_MS = 50;
 
-interface SpecialRow {
-  upto: number | null;
-  chunkRows: number;
-  seq: number | null;
-  key: string;
-  op: 'set' | 'delete';
-  ts: number;
-  latest: number | null;
-}
+type ChunkRow = { upto: number | null; chunkRows: number } & (ScannedRecord | { seq: null });
 
 /**
  * The records of the next chunk after $1 up to the cutoff $2 (at most $3), as the last
@@ -57,10 +48,8 @@ export class PgCompactionPass implements CompactionPass {
   removed = 0;
   tombstonesRemoved = 0;
   private cursor = 0;
-  private cutoff = 0;
-  private tombstoneCutTs = 0;
-  /** See SqliteCompactionPass: the last record within the cutoff of keys written after it. */
-  private readonly lastOldRecord = new Map<string, number>();
+  /** Set when the run takes the lock; a run that waits for another node's decides nothing. */
+  private rules = new CompactionRules(0, 0);
   private released = false;
 
   private constructor(
@@ -81,8 +70,8 @@ export class PgCompactionPass implements CompactionPass {
       const got = await tryLock(client);
       const pass = new PgCompactionPass(client, got ? 'remove' : 'wait', budget, onEnd);
       if (got) {
-        pass.cutoff = await lastSeqCommittedBy(client, policy.now - policy.minLagMs);
-        pass.tombstoneCutTs = policy.now - Math.max(policy.tombstoneRetentionMs, policy.minLagMs);
+        const limits = runLimits(policy);
+        pass.rules = new CompactionRules(await lastSeqCommittedBy(client, limits.committedBy), limits.tombstoneCutTs);
       }
       return pass;
     } catch (err) {
@@ -91,10 +80,8 @@ export class PgCompactionPass implements CompactionPass {
     }
   }
 
-  /** True when this pass found another node's run in progress and removes nothing. */
-  get joined(): boolean {
-    return this.phase === 'wait';
-  }
+  /** For tests only (see test/support/store-access.ts): whether this pass found another node's run in progress and removes nothing. */
+  readonly [STORE_INTERNALS] = { joined: () => this.phase === 'wait' };
 
   async step(): Promise<boolean> {
     if (this.released) return false;
@@ -137,7 +124,11 @@ export class PgCompactionPass implements CompactionPass {
   private async removeStep(): Promise<boolean> {
     const started = performance.now();
     const client = this.client;
-    await client.query('BEGIN; SELECT 1 FROM meta WHERE id = 1 FOR UPDATE');
+    const cutoff = this.rules.cutoff;
+    const locked = (await client.query(
+      'BEGIN; SELECT records, state_keys AS "stateKeys" FROM meta WHERE id = 1 FOR UPDATE',
+    )) as unknown as pg.QueryResult<{ records: number; stateKeys: number }>[];
+    const counters = locked[1]!.rows[0]!;
     try {
       const totals = { removed: 0, keysRemoved: 0, horizon: 0 };
       let cursor = this.cursor;
@@ -151,23 +142,24 @@ export class PgCompactionPass implements CompactionPass {
         totals.horizon = Math.max(totals.horizon, chunk.horizon);
         rows += size;
         cursor = chunk.to;
-      } while (cursor < this.cutoff && rows < this.budget.maxRows && performance.now() - started < this.budget.maxMs);
+      } while (cursor < cutoff && rows < this.budget.maxRows && performance.now() - started < this.budget.maxMs);
       let settle = '';
-      if (cursor >= this.cutoff) {
-        // As in the SQLite pass: whatever superseded a record still left was written
-        // after the cutoff, so the first record after it gives a lower bound of when.
-        settle = `, superseded_since = CASE WHEN records - $1 > state_keys - $2
-          THEN (SELECT ts FROM log WHERE seq > ${this.cutoff} ORDER BY seq LIMIT 1) END`;
+      const values: (number | null)[] = [totals.removed, totals.keysRemoved, totals.horizon];
+      if (cursor >= cutoff) {
+        const first = await client.query<{ ts: number }>('SELECT ts FROM log WHERE seq > $1 ORDER BY seq LIMIT 1', [cutoff]);
+        const left = { records: counters.records - totals.removed, stateKeys: counters.stateKeys - totals.keysRemoved };
+        settle = ', superseded_since = $4';
+        values.push(supersededSinceAfterRun(left, first.rows[0]?.ts ?? null));
       }
       await client.query(
         `UPDATE meta SET records = records - $1, state_keys = state_keys - $2, horizon = greatest(horizon, $3)${settle} WHERE id = 1`,
-        [totals.removed, totals.keysRemoved, totals.horizon],
+        values,
       );
       await client.query('COMMIT');
       this.cursor = cursor;
       this.removed += totals.removed;
       this.tombstonesRemoved += totals.keysRemoved;
-      return cursor < this.cutoff;
+      return cursor < cutoff;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       throw err;
@@ -176,32 +168,12 @@ export class PgCompactionPass implements CompactionPass {
 
   /** Removes what may go among the next `size` records after `from`. */
   private async removeChunk(from: number, size: number) {
-    const { rows } = await this.client.query<SpecialRow>(CHUNK_SQL, [from, this.cutoff, size]);
+    const cutoff = this.rules.cutoff;
+    const { rows } = await this.client.query<ChunkRow>(CHUNK_SQL, [from, cutoff, size]);
     const first = rows[0]!;
     // A short chunk reached the end of the range.
-    const to = first.upto === null || first.chunkRows < size ? this.cutoff : first.upto;
-    const kept = new Set<number>();
-    const earlier: number[] = [];
-    const forget: { key: string; seq: number }[] = [];
-    let horizon = 0;
-    for (const row of rows) {
-      if (row.seq === null) continue;
-      if (row.latest === row.seq) {
-        if (row.op === 'delete' && row.ts <= this.tombstoneCutTs) {
-          forget.push({ key: row.key, seq: row.seq });
-          horizon = row.seq;
-        } else {
-          kept.add(row.seq);
-        }
-      } else if (row.latest !== null) {
-        // The key was written after the cutoff: keep only its last record within it.
-        const previous = this.lastOldRecord.get(row.key);
-        if (previous !== undefined && !kept.delete(previous)) earlier.push(previous);
-        this.lastOldRecord.set(row.key, row.seq);
-        kept.add(row.seq);
-      }
-      // A record whose key has left the state cannot exist; were one found, it goes.
-    }
+    const to = first.upto === null || first.chunkRows < size ? cutoff : first.upto;
+    const { kept, earlier, forget, horizon } = this.rules.decide(rows.filter((row): row is ChunkRow & ScannedRecord => row.seq !== null));
     const result = await this.client.query<{ removed: number; forgotten: number }>(REMOVE_SQL, [
       from,
       to,
@@ -238,25 +210,13 @@ async function tryLock(client: pg.ClientBase): Promise<boolean> {
   return rows[0]!.got;
 }
 
-/**
- * The highest offset committed at or before `ts`. Commit times never decrease along the
- * log (each commit takes max(now, last_ts) under the meta lock, whatever the node's
- * clock), so those records are a prefix of it: a binary search of index seeks.
- */
+/** The highest offset committed at or before `ts` (see lastCommittedBy). */
 async function lastSeqCommittedBy(client: pg.ClientBase, ts: number): Promise<number> {
   const { rows } = await client.query<{ head: number; lastTs: number }>('SELECT head, last_ts AS "lastTs" FROM meta WHERE id = 1');
-  const { head, lastTs } = rows[0]!;
-  const committedBy = async (seq: number) => {
-    const found = await client.query<{ ts: number }>('SELECT ts FROM log WHERE seq <= $1 ORDER BY seq DESC LIMIT 1', [seq]);
-    return found.rows.length === 0 || found.rows[0]!.ts <= ts;
-  };
-  if (ts >= lastTs || (await committedBy(head))) return head;
-  let lo = 0;
-  let hi = head;
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    if (await committedBy(mid)) lo = mid;
-    else hi = mid;
+  const search = lastCommittedBy(rows[0]!.head, rows[0]!.lastTs, ts);
+  for (let probe = search.next(); ; ) {
+    if (probe.done) return probe.value;
+    const found = await client.query<{ ts: number }>('SELECT ts FROM log WHERE seq <= $1 ORDER BY seq DESC LIMIT 1', [probe.value]);
+    probe = search.next(found.rows.length === 0 || found.rows[0]!.ts <= ts);
   }
-  return lo;
 }

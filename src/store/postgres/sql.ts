@@ -33,7 +33,7 @@ export function prefixUpperBound(prefix: string): string | null {
 
 /** Locks the counters row (every writer's first step) and reads it. A simple query: no parameters. */
 export const BEGIN_AND_LOCK_SQL = `BEGIN;
-  SELECT head, horizon, last_ts AS "lastTs" FROM meta WHERE id = 1 FOR UPDATE`;
+  SELECT head, horizon FROM meta WHERE id = 1 FOR UPDATE`;
 
 /**
  * The state rows of keys $1, with the live value of those in $2 (keys the group
@@ -101,6 +101,25 @@ export const CHANGES_SQL = `
     '$5',
   )}
   ) r ON true ORDER BY r.seq`;
+
+/**
+ * Key $1's records among the $5 records below $2, newest first, at most $3 and, with $4,
+ * about $4 bytes (see sizeBounded), with the head and, when the scan examined all $5,
+ * the lowest offset it examined, in one snapshot. The scan reads offsets and keys by
+ * the primary key; values are fetched for the matches alone.
+ */
+export const KEY_HISTORY_SQL = `
+  WITH m AS (SELECT head FROM meta WHERE id = 1),
+  scan AS (SELECT seq, key FROM log WHERE seq < $2 ORDER BY seq DESC LIMIT $5),
+  bound AS (SELECT CASE WHEN count(*) = $5 THEN min(seq) END AS examined_to FROM scan)
+  SELECT m.head, b.examined_to, r.seq, r.key, r.op, r.value, r.ts, r.taken FROM m CROSS JOIN bound b
+  LEFT JOIN LATERAL (${sizeBounded(
+    `SELECT l.seq, l.key, l.op, l.value, l.ts FROM scan s JOIN log l ON l.seq = s.seq
+      WHERE s.key = $1 ORDER BY l.seq DESC LIMIT $3`,
+    'seq DESC',
+    '$4',
+  )}
+  ) r ON true ORDER BY r.seq DESC`;
 
 export const COUNTERS_SQL = `
   SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys",

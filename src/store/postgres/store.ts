@@ -15,10 +15,13 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
-import { conditionsOnOwnOffsets, groupKeys, planGroup, type GroupPlan, type KeyState, type RememberedAnswer } from '../group-plan.js';
+import { STORE_INTERNALS } from '../internals.js';
+import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import type {
   ChangesPage,
   ChangesQuery,
+  HistoryPage,
+  HistoryQuery,
   ListPage,
   ListQuery,
   LogPosition,
@@ -32,6 +35,7 @@ import type {
   CompactionBudget,
   CompactionPolicy,
 } from '../log-store.js';
+import { HISTORY_SCAN_RECORDS } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
@@ -39,11 +43,11 @@ import { PgSnapshot } from './snapshot.js';
 import {
   APPEND_SQL,
   BEGIN_AND_LOCK_SQL,
-  CHANGES_CHANNEL,
   CHANGES_SQL,
   COUNTERS_SQL,
   GET_SQL,
   GROUP_READ_SQL,
+  KEY_HISTORY_SQL,
   LIST_SQL,
   Params,
   PURGE_SQL,
@@ -239,12 +243,7 @@ export class PgStore implements LogStore {
     return items.length < (rows[0]!.taken ?? 0) ? { items, head, truncated: true } : { items, head };
   }
 
-  /**
-   * `maxChars` and `full` are those the changes branch adds to ChangesQuery and
-   * ChangesPage: a page also stops once its keys and values hold that much, and `full`
-   * says that it stopped at `limit` or there (more records may follow).
-   */
-  async readChanges(query: ChangesQuery & { maxChars?: number }): Promise<ChangesPage & { full: boolean }> {
+  async readChanges(query: ChangesQuery): Promise<ChangesPage> {
     type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
     const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
       query.after,
@@ -262,6 +261,26 @@ export class PgStore implements LogStore {
     }
     const taken = rows[0]!.taken ?? 0;
     return { records, head, horizon, full: records.length === query.limit || records.length < taken };
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    type Row = { head: number; examined_to: number | null; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const { rows } = await this.pool.query<Row>(KEY_HISTORY_SQL, [
+      query.key,
+      query.before ?? Number.MAX_SAFE_INTEGER,
+      query.limit,
+      query.maxChars ?? null,
+      HISTORY_SCAN_RECORDS,
+    ]);
+    const { head, examined_to: examinedTo } = rows[0]!;
+    this.learn({ head }, true);
+    const records: StoredRecord[] = [];
+    for (const row of rows) {
+      if (row.seq === null || row.seq === undefined) continue;
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+    }
+    const taken = rows[0]!.taken ?? 0;
+    return { records, head, full: records.length === query.limit || records.length < taken, examinedTo };
   }
 
   async openSnapshot(prefix: string): Promise<PgSnapshot> {
@@ -288,42 +307,27 @@ export class PgStore implements LogStore {
     return this.commitLocked(requests, now);
   }
 
-  /** Groups that fell back to the locked path because a key they read changed (for tests and benchmarks). */
-  conflicts = 0;
+  /** Groups that fell back to the locked path because a key they read changed. */
+  private conflicts = 0;
+
+  /** For tests and benchmarks only: see test/support/store-access.ts. */
+  readonly [STORE_INTERNALS] = { conflicts: () => this.conflicts };
 
   private async commitPlanned(requests: WriteRequest[], now: number): Promise<WriteResult[] | null> {
     const { keys, incrKeys } = groupKeys(requests);
-    const read = await this.pool.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, []]);
-    const state = new Map<string, KeyState>();
-    for (const row of read.rows) state.set(row.key, { seq: row.seq!, live: row.live!, value: row.text1 });
-    const input = { requests, ts: now, now, idempotencyTtlMs: this.options.idempotencyTtlMs, state, answers: new Map() };
+    const read = await readGroup(this.pool, keys, incrKeys, []);
+    const input = { requests, now, idempotencyTtlMs: this.options.idempotencyTtlMs };
     // Offsets relative to the head at commit, which only the database knows.
-    const relative = planGroup({ ...input, head: 0 });
+    const relative = planWrites({ ...input, head: 0 }, read.source);
     // Only refusals: decided on a committed state read after the requests arrived.
     if (relative.records.length === 0) return relative.results;
-    const r = relative.records;
-    const rows = [...relative.state.entries()];
-    const { rows: appended } = await this.pool.query<{ base: number }>(APPEND_SQL, [
-      keys,
-      keys.map((key) => state.get(key)?.seq ?? null),
-      keys.map((key) => state.get(key)?.live ?? null),
-      r.map((x) => x.key),
-      r.map((x) => x.op),
-      r.map((x) => x.value),
-      rows.map(([key]) => key),
-      rows.map(([, row]) => row.seq),
-      rows.map(([, row]) => row.live),
-      relative.newKeys,
-      relative.liveDelta,
-      relative.superseded,
-      now,
-      this.node,
-    ]);
+    const verify = { keys, state: read.state };
+    const { rows: appended } = await this.pool.query<{ base: number }>(APPEND_SQL, appendParams(relative, verify, now, this.node));
     if (appended.length === 0) return null;
     const base = appended[0]!.base;
     // The same inputs give the same decisions (no offset condition meets a record of the
     // group: see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
-    const plan = planGroup({ ...input, head: base });
+    const plan = planWrites({ ...input, head: base }, read.source);
     this.learn({ head: base }, true);
     this.learn({ head: plan.head }, false);
     return plan.results;
@@ -333,27 +337,12 @@ export class PgStore implements LogStore {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
-      const locked = (await client.query(BEGIN_AND_LOCK_SQL)) as unknown as pg.QueryResult<{ head: number; horizon: number; lastTs: number }>[];
+      const locked = (await client.query(BEGIN_AND_LOCK_SQL)) as unknown as pg.QueryResult<{ head: number; horizon: number }>[];
       const meta = locked[1]!.rows[0]!;
       const { keys, incrKeys, idempotencyKeys } = groupKeys(requests);
-      const read = await client.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, idempotencyKeys]);
-      const state = new Map<string, KeyState>();
-      const answers = new Map<string, RememberedAnswer>();
-      for (const row of read.rows) {
-        if (row.kind === 's') state.set(row.key, { seq: row.seq!, live: row.live!, value: row.text1 });
-        else answers.set(row.key, { fingerprint: row.text1!, answer: row.text2!, expiresAt: row.expiresAt! });
-      }
-      const ts = Math.max(now, meta.lastTs);
-      const plan = planGroup({
-        requests,
-        head: meta.head,
-        ts,
-        now,
-        idempotencyTtlMs: this.options.idempotencyTtlMs,
-        state,
-        answers,
-      });
-      const write = writeStatement(plan, ts, this.node);
+      const read = await readGroup(client, keys, incrKeys, idempotencyKeys);
+      const plan = planWrites({ requests, head: meta.head, now, idempotencyTtlMs: this.options.idempotencyTtlMs }, read.source);
+      const write = writeStatement(plan, now, this.node);
       if (write) await client.query(write.text, write.values);
       await client.query('COMMIT');
       this.learn({ head: meta.head, horizon: meta.horizon }, true);
@@ -432,42 +421,83 @@ async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
 }
 
 /**
- * The group's writes as one statement: records, state rows, remembered answers and the
- * counters, then NOTIFY with the new head (delivered only if the transaction commits).
- * Null when the group wrote nothing at all.
+ * The state rows, live values and remembered answers a group names, read in one
+ * statement, as the StateSource its plan starts from.
  */
-function writeStatement(plan: GroupPlan, ts: number, node: string): { text: string; values: unknown[] } | null {
-  const p = new Params();
-  const parts: string[] = [];
-  if (plan.records.length > 0) {
-    const r = plan.records;
-    const tsParam = p.add(ts, '::bigint');
-    parts.push(`l AS (INSERT INTO log (seq, key, op, value, ts)
-      SELECT r.seq, r.key, r.op, r.value, ${tsParam} FROM unnest(${p.add(r.map((x) => x.seq), '::bigint[]')},
-        ${p.add(r.map((x) => x.key), '::text[]')}, ${p.add(r.map((x) => x.op), '::text[]')},
-        ${p.add(r.map((x) => x.value), '::text[]')}) AS r(seq, key, op, value))`);
-    const keys = [...plan.state.keys()];
-    const rows = [...plan.state.values()];
-    parts.push(`s AS (INSERT INTO state (key, seq, live)
-      SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(rows.map((x) => x.seq), '::bigint[]')},
-        ${p.add(rows.map((x) => x.live), '::boolean[]')})
-      ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live)`);
-    parts.push(`m AS (UPDATE meta SET head = ${p.add(plan.head, '::bigint')}, last_ts = ${tsParam},
-      records = records + ${p.add(r.length, '::bigint')}, state_keys = state_keys + ${p.add(plan.newKeys, '::bigint')},
-      live_keys = live_keys + ${p.add(plan.liveDelta, '::bigint')},
-      superseded_since = CASE WHEN ${p.add(plan.superseded, '::boolean')} THEN coalesce(superseded_since, ${tsParam}) ELSE superseded_since END
-      WHERE id = 1 RETURNING head)`);
+async function readGroup(
+  db: pg.Pool | pg.ClientBase,
+  keys: string[],
+  incrKeys: string[],
+  idempotencyKeys: string[],
+): Promise<{ state: Map<string, KeyState>; source: StateSource }> {
+  const { rows } = await db.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, idempotencyKeys]);
+  const state = new Map<string, KeyState>();
+  const values = new Map<string, string>();
+  const answers = new Map<string, RememberedAnswer>();
+  for (const row of rows) {
+    if (row.kind === 's') {
+      state.set(row.key, { offset: row.seq!, live: row.live! });
+      if (row.text1 !== null) values.set(row.key, row.text1);
+    } else {
+      answers.set(row.key, { fingerprint: row.text1!, answer: row.text2!, expiresAt: row.expiresAt! });
+    }
   }
+  const source: StateSource = {
+    state: (key) => state.get(key),
+    liveValue: (key) => values.get(key)!,
+    remembered: (key) => answers.get(key),
+  };
+  return { state, source };
+}
+
+/**
+ * statelog_append()'s parameters for a plan, its offsets taken relative to the plan's
+ * base (the function adds the head it finds under the lock). `verify` is the state the
+ * plan was made from, checked under the lock; none under the lock already held.
+ */
+function appendParams(plan: WritePlan, verify: { keys: string[]; state: ReadonlyMap<string, KeyState> }, now: number, node: string): unknown[] {
+  const records = plan.records;
+  const rows = [...plan.state];
+  return [
+    verify.keys,
+    verify.keys.map((key) => verify.state.get(key)?.offset ?? null),
+    verify.keys.map((key) => verify.state.get(key)?.live ?? null),
+    records.map((r) => r.key),
+    records.map((r) => r.op),
+    records.map((r) => r.value),
+    rows.map(([key]) => key),
+    rows.map(([, row]) => row.offset - plan.base),
+    rows.map(([, row]) => row.live),
+    plan.newKeys,
+    plan.liveDelta,
+    plan.superseded,
+    now,
+    node,
+  ];
+}
+
+const NOTHING_TO_VERIFY = { keys: [], state: new Map<string, KeyState>() };
+
+/**
+ * A plan made under the lock as one statement: statelog_append() writes the records,
+ * state rows and counters as on the unlocked path (nothing to verify), beside the
+ * remembered answers. Null when the group wrote nothing at all.
+ */
+function writeStatement(plan: WritePlan, now: number, node: string): { text: string; values: unknown[] } | null {
+  if (plan.records.length === 0 && plan.remember.size === 0) return null;
+  const values = plan.records.length > 0 ? appendParams(plan, NOTHING_TO_VERIFY, now, node) : [];
+  const p = new Params();
+  for (const value of values) p.add(value);
+  const parts: string[] = [];
   if (plan.remember.size > 0) {
     const keys = [...plan.remember.keys()];
     const answers = [...plan.remember.values()];
-    parts.push(`i AS (INSERT INTO idempotency (key, fingerprint, answer, expires_at)
+    parts.push(`INSERT INTO idempotency (key, fingerprint, answer, expires_at)
       SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(answers.map((x) => x.fingerprint), '::text[]')},
         ${p.add(answers.map((x) => x.answer), '::text[]')}, ${p.add(answers.map((x) => x.expiresAt), '::bigint[]')})
-      ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, answer = excluded.answer, expires_at = excluded.expires_at)`);
+      ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, answer = excluded.answer, expires_at = excluded.expires_at`);
   }
-  if (parts.length === 0) return null;
-  const tail =
-    plan.records.length > 0 ? `SELECT pg_notify('${CHANGES_CHANNEL}', head::text || ' ' || ${p.add(node, '::text')}) FROM m` : 'SELECT 1';
-  return { text: `WITH ${parts.join(',\n')}\n${tail}`, values: p.values };
+  if (plan.records.length === 0) return { text: parts[0]!, values: p.values };
+  const text = parts.length > 0 ? `WITH i AS (${parts[0]}) ${APPEND_SQL}` : APPEND_SQL;
+  return { text, values: p.values };
 }

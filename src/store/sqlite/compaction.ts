@@ -6,6 +6,7 @@
 // followed by a rest, so that the run never takes more than about half of it.
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
+import { CompactionRules, lastCommittedBy, runLimits, supersededSinceAfterRun, type ScannedRecord } from '../compaction-rules.js';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from '../log-store.js';
 import type { SqliteCheckpointer } from './checkpointer.js';
 
@@ -59,7 +60,7 @@ const OTHER_WORK_MS = 0.25;
 /**
  * A run with at least this many superseded records gets its checkpointer before its
  * first step, and waits until the thread answers, so that the start of a thread (a V8
- * isolate and the SQLite driver, some 100 ms of CPU) does not compete with the steps; a
+ * isolate and the SQLite driver, a burst of CPU) does not compete with the steps; a
  * store opened with such a backlog starts it at once. A smaller run gets it only if a
  * checkpoint falls due, or not at all.
  */
@@ -75,14 +76,6 @@ export const EARLY_CHECKPOINTER_RECORDS = 50_000;
  */
 const WAL_RESTART_FRAMES = 4_000;
 
-interface SpecialRow {
-  seq: number;
-  key: string;
-  op: 'set' | 'delete';
-  ts: number;
-  latest: number | null;
-}
-
 type Phase = 'remove' | 'vacuum' | 'truncate' | 'done';
 
 export class SqliteCompactionPass implements CompactionPass, SupersessionListener {
@@ -92,20 +85,8 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
   private failed = false;
   /** Records with offsets up to here are older than the minimum lag. */
   private readonly cutoff: number;
-  private readonly tombstoneCutTs: number;
+  private readonly rules: CompactionRules;
   private cursor = 0;
-  /**
-   * Keys written during the run whose latest record was within the cutoff until then,
-   * with that record: it is the key's last one within the cutoff, the one to keep.
-   * Memory is bounded by the keys written during the run.
-   */
-  private readonly lastOldRecord = new Map<string, number>();
-  /**
-   * Keys already written after the cutoff when the run started (only with a minimum
-   * lag), with the last record within the cutoff seen so far: it is kept until a later
-   * one turns up. Memory is bounded by the keys written within the lag.
-   */
-  private readonly pendingOldRecord = new Map<string, number>();
   private vacuumPages = FIRST_VACUUM_PAGES;
   /** Time spent writing pages since the last checkpoint started. */
   private dirtyMs = 0;
@@ -144,15 +125,14 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
       forgetKey: db.prepare('DELETE FROM state WHERE key = ? AND seq = ?'),
       freePages: db.prepare('PRAGMA freelist_count').pluck(),
     };
-    this.cutoff = this.lastSeqCommittedBy(policy.now - policy.minLagMs);
-    this.tombstoneCutTs = policy.now - Math.max(policy.tombstoneRetentionMs, policy.minLagMs);
+    const limits = runLimits(policy);
+    this.cutoff = this.lastSeqCommittedBy(limits.committedBy);
+    this.rules = new CompactionRules(this.cutoff, limits.tombstoneCutTs);
     host.listen(this);
   }
 
   superseded(key: string, seq: number): void {
-    // A write rolled back later changes nothing here: the key's last record within
-    // the cutoff is the same whoever supersedes it.
-    if (seq <= this.cutoff && !this.lastOldRecord.has(key)) this.lastOldRecord.set(key, seq);
+    this.rules.superseded(key, seq);
   }
 
   close(): void {
@@ -272,25 +252,15 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     this.dirtyMs = 0;
   }
 
-  /**
-   * The highest offset committed at or before `ts`. Commit times never decrease along
-   * the log, so those records are a prefix of it: a binary search of index seeks.
-   */
+  /** The highest offset committed at or before `ts` (see lastCommittedBy). */
   private lastSeqCommittedBy(ts: number): number {
     const { head, lastTs } = this.host.meta();
-    const committedBy = (seq: number) => {
-      const found = this.sql.lastTsUpTo.get(seq) as number | undefined;
-      return found === undefined || found <= ts;
-    };
-    if (ts >= lastTs || committedBy(head)) return head;
-    let lo = 0;
-    let hi = head;
-    while (hi - lo > 1) {
-      const mid = Math.floor((lo + hi) / 2);
-      if (committedBy(mid)) lo = mid;
-      else hi = mid;
+    const search = lastCommittedBy(head, lastTs, ts);
+    for (let probe = search.next(); ; ) {
+      if (probe.done) return probe.value;
+      const found = this.sql.lastTsUpTo.get(probe.value) as number | undefined;
+      probe = search.next(found === undefined || found <= ts);
     }
-    return lo;
   }
 
   /** One removal transaction: chunks of the log in offset order until the budget is spent. */
@@ -326,55 +296,24 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
 
   /** Removes what may go among the records with offsets in (from, to]. */
   private removeChunk(from: number, to: number): { removed: number; keysRemoved: number; horizon: number } {
-    const rows = this.sql.special.all({ from, to, cutoff: this.cutoff }) as SpecialRow[];
-    const kept = new Set<number>();
+    const { kept, earlier, forget, horizon } = this.rules.decide(
+      this.sql.special.all({ from, to, cutoff: this.cutoff }) as ScannedRecord[],
+    );
     let removed = 0;
-    let keysRemoved = 0;
-    let horizon = 0;
-    for (const row of rows) {
-      if (row.latest === row.seq) {
-        if (row.op === 'delete' && row.ts <= this.tombstoneCutTs) {
-          // Its key's earlier records are all gone by now: they were superseded by it,
-          // within the cutoff, and lie in earlier chunks or were removed by range below.
-          this.sql.forgetKey.run(row.key, row.seq);
-          keysRemoved += 1;
-          horizon = row.seq;
-        } else {
-          kept.add(row.seq);
-        }
-      } else if (row.latest !== null) {
-        // The key was written after the cutoff: keep only its last record within it.
-        const last = this.lastOldRecord.get(row.key);
-        if (last !== undefined) {
-          if (row.seq === last) kept.add(row.seq);
-          continue;
-        }
-        const previous = this.pendingOldRecord.get(row.key);
-        // One in this chunk falls in a removed range below once it is no longer kept.
-        if (previous !== undefined && !kept.delete(previous)) removed += this.sql.removeOne.run(previous).changes;
-        this.pendingOldRecord.set(row.key, row.seq);
-        kept.add(row.seq);
-      }
-      // A record whose key has left the state cannot exist; were one found, it goes.
-    }
+    for (const seq of earlier) removed += this.sql.removeOne.run(seq).changes;
+    for (const { key, seq } of forget) this.sql.forgetKey.run(key, seq);
     let gapStart = from;
     for (const seq of kept) {
       removed += this.sql.removeBetween.run(gapStart, seq).changes;
       gapStart = seq;
     }
     removed += this.sql.removeBetween.run(gapStart, to + 1).changes;
-    return { removed, keysRemoved, horizon };
+    return { removed, keysRemoved: forget.length, horizon };
   }
 
-  /**
-   * Once the cutoff is reached every record superseded by a record within it is gone, so
-   * whatever superseded one still left was written after the cutoff: the first record
-   * after it gives a lower bound of when.
-   */
   private settleSupersededSince(): void {
-    const { records, stateKeys } = this.host.meta();
-    const firstAfter = this.sql.firstTsAfter.get(this.cutoff) as number | undefined;
-    this.host.setSupersededSince(records > stateKeys ? (firstAfter ?? null) : null);
+    const firstAfter = (this.sql.firstTsAfter.get(this.cutoff) as number | undefined) ?? null;
+    this.host.setSupersededSince(supersededSinceAfterRun(this.host.meta(), firstAfter));
   }
 
   private vacuumStep(): void {

@@ -48,7 +48,21 @@ export const RECORDS_AFTER_SQL = `
   WHERE seq > @after AND key >= @lower AND key < CAST(@upper AS TEXT)
   ORDER BY seq LIMIT @limit`;
 
-/** RECORDS_AFTER_SQL's columns in raw mode (arrays build faster than named rows). */
+/**
+ * Key @key's records among the @scan records below @before, newest first. The scan reads
+ * offsets and keys only (the key column comes before the value, so large values are
+ * never read), and values are fetched for the matches alone.
+ */
+export const KEY_HISTORY_SQL = `
+  SELECT l.seq AS offset, l.key, l.op, l.value, l.ts FROM (
+    SELECT seq FROM (SELECT seq, key FROM log WHERE seq < @before ORDER BY seq DESC LIMIT @scan)
+    WHERE key = @key ORDER BY seq DESC LIMIT @limit
+  ) m JOIN log l ON l.seq = m.seq ORDER BY l.seq DESC`;
+
+/** The lowest offset of a full scan of @scan records below @before; no row when fewer are left. */
+export const HISTORY_SCAN_END_SQL = 'SELECT seq FROM log WHERE seq < @before ORDER BY seq DESC LIMIT 1 OFFSET @scan - 1';
+
+/** RECORDS_AFTER_SQL's and KEY_HISTORY_SQL's columns in raw mode (arrays build faster than named rows). */
 export const toRecord = (row: unknown[]): StoredRecord => ({
   offset: row[0] as number,
   key: row[1] as string,

@@ -12,13 +12,14 @@ import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, 
 import { migrate } from './migrations.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
-import { checkCondition, incremented, Refusal } from '../write-rules.js';
-import { LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
+import { STORE_INTERNALS } from '../internals.js';
+import { planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
+import { HISTORY_SCAN_END_SQL, KEY_HISTORY_SQL, LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
 import type {
-  AppliedOp,
-  Answer,
   ChangesPage,
   ChangesQuery,
+  HistoryPage,
+  HistoryQuery,
   ListPage,
   CompactionBacklog,
   CompactionBudget,
@@ -30,10 +31,10 @@ import type {
   SnapshotReader,
   StoreCounters,
   StoredEntry,
-  WriteOp,
   WriteRequest,
   WriteResult,
 } from '../log-store.js';
+import { HISTORY_SCAN_RECORDS } from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -58,16 +59,13 @@ interface Meta {
 /**
  * The hottest live entries, kept by get() and by every append: a read of a cached key,
  * and a write's look at its current state, skip SQLite. This process is the file's only
- * writer, every append updates or evicts its key, and a rollback evicts the keys it took
- * back, so an entry here is always the key's current one. Compaction never touches a
- * live key's record. Bounded by the characters of keys and values.
+ * writer and every committed record updates or evicts its key (after the commit, so a
+ * rolled back group leaves it as it was), so an entry here is always the key's current
+ * one. Compaction never touches a live key's record. Bounded by the characters of keys
+ * and values.
  */
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
 
-interface StateRow {
-  seq: number;
-  live: 0 | 1;
-}
 
 export function openDatabase(path: string): Database.Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -104,13 +102,10 @@ export class SqliteStore implements LogStore {
   private readonly snapshots = new Set<SqliteSnapshot>();
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
   private checkpointer: SqliteCheckpointer | null = null;
-  /**
-   * The write path's transactions, wrapped once: db.transaction() builds four wrapper
-   * functions a call (about 1 µs a PUT in bench/profile.ts's CPU profile).
-   */
-  private readonly applyGroup: (requests: WriteRequest[], ts: number, now: number) => WriteResult[];
-  /** A request's ops under a savepoint (nested in the group's transaction): all or none. */
-  private readonly applyAllOps: (ops: WriteOp[], ts: number) => AppliedOp[];
+  /** The write path's transaction, wrapped once: db.transaction() builds its wrappers on every call. */
+  private readonly writeGroup: (requests: WriteRequest[], ts: number, now: number) => { plan: WritePlan; meta: Meta };
+  /** The committed state a group is planned from: the entry cache, else the tables. */
+  private readonly source: StateSource;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -127,7 +122,7 @@ export class SqliteStore implements LogStore {
         `UPDATE meta SET head = @head, last_ts = @lastTs, records = @records,
            state_keys = @stateKeys, live_keys = @liveKeys WHERE id = 1`,
       ),
-      stateOf: db.prepare('SELECT seq, live FROM state WHERE key = ?'),
+      stateOf: db.prepare('SELECT seq AS offset, live FROM state WHERE key = ?'),
       valueAt: db.prepare('SELECT value FROM log WHERE seq = ?').pluck(),
       append: db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)'),
       setState: db.prepare(
@@ -140,6 +135,8 @@ export class SqliteStore implements LogStore {
       ),
       list: db.prepare(LIVE_ENTRIES_SQL),
       changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
+      history: db.prepare(KEY_HISTORY_SQL).raw(true),
+      historyScanEnd: db.prepare(HISTORY_SCAN_END_SQL).pluck(),
       claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
       remember: db.prepare(
         'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
@@ -150,16 +147,26 @@ export class SqliteStore implements LogStore {
       oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
       saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
     };
-    this.applyGroup = db.transaction((requests: WriteRequest[], ts: number, now: number) => {
-      const head = this.meta.head;
-      const results = requests.map((request) => this.apply(request, ts, now));
-      if (this.meta.head !== head) {
-        this.meta.lastTs = ts;
-        this.sql.saveMeta.run(this.meta);
-      }
-      return results;
+    this.source = {
+      state: (key) => {
+        // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
+        const cached = this.entries.get(key);
+        if (cached) return { offset: cached.offset, live: true };
+        const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1 } | undefined;
+        return row && { offset: row.offset, live: row.live === 1 };
+      },
+      liveValue: (key, offset) => {
+        const cached = this.entries.get(key);
+        return cached?.offset === offset ? cached.value : (this.sql.valueAt.get(offset) as string);
+      },
+      remembered: (key) => this.sql.claim.get(key) as RememberedAnswer | undefined,
+    };
+    // Planned and written in one transaction: a refused request is never written, so
+    // no request needs a savepoint of its own.
+    this.writeGroup = db.transaction((requests: WriteRequest[], ts: number, now: number) => {
+      const plan = planWrites({ requests, head: this.meta.head, now, idempotencyTtlMs: this.ttlMs }, this.source);
+      return { plan, meta: this.writePlan(plan, ts) };
     });
-    this.applyAllOps = db.transaction((ops: WriteOp[], ts: number) => ops.map((op, index) => this.applyOp(op, index, ts)));
     // The counters need no check or recount at start-up: every change to them (appends
     // and compaction steps alike) is written in the same transaction as the rows it
     // counts, so a crash at any point leaves both as of the same commit.
@@ -172,7 +179,7 @@ export class SqliteStore implements LogStore {
     // whatever a killed predecessor left in the page cache.
     this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync) : null;
     // A log opened with a large backlog is about to be compacted: the checkpointer's
-    // thread starts now (some 100 ms of CPU), not during the run.
+    // thread starts now (a burst of CPU), not during the run.
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
   }
 
@@ -242,6 +249,22 @@ export class SqliteStore implements LogStore {
     return page;
   }
 
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const before = query.before ?? Number.MAX_SAFE_INTEGER;
+    const params = { key: query.key, before, limit: query.limit, scan: HISTORY_SCAN_RECORDS };
+    const { rows: records, stoppedByChars } = takePage(
+      this.sql.history.iterate(params) as IterableIterator<unknown[]>,
+      toRecord,
+      (record) => record.key.length + (record.value?.length ?? 0),
+      query.maxChars,
+    );
+    const examinedTo = (this.sql.historyScanEnd.get({ before, scan: HISTORY_SCAN_RECORDS }) as number | undefined) ?? null;
+    // Synchronous: nothing can commit between the reads and this.
+    const page = { records, head: this.meta.head, full: stoppedByChars || records.length === query.limit, examinedTo };
+    await this.durable(page.head);
+    return page;
+  }
+
   async openSnapshot(prefix: string): Promise<SnapshotReader> {
     if (!this.db.open) throw new Error('the store is closed');
     const snapshot = new SqliteSnapshot(this.path, prefix, (closed) => this.snapshots.delete(closed));
@@ -266,125 +289,57 @@ export class SqliteStore implements LogStore {
     return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset, waiter) : undefined;
   }
 
-  /**
-   * Re-reads the meta row after another connection changed it (a repair tool, or a
-   * test that moves the horizon); the store otherwise trusts its in-memory copy.
-   */
-  reloadMeta(): void {
+  /** Re-reads the meta row after another connection changed it; the store otherwise trusts its in-memory copy. */
+  private reloadMeta(): void {
     this.meta = this.sql.meta.get() as Meta;
     this.entries.clear();
   }
 
+  /** For tests only: see test/support/store-access.ts. */
+  readonly [STORE_INTERNALS] = { reloadMeta: () => this.reloadMeta() };
+
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
     this.syncer?.check();
-    const before = { ...this.meta };
     const ts = Math.max(now, this.meta.lastTs);
-    let results: WriteResult[];
-    try {
-      results = this.applyGroup(requests, ts, now);
-    } catch (err) {
-      // The whole transaction rolled back: so must the counters and the cache.
-      this.meta = before;
-      for (const request of requests) this.forget(request.ops);
-      throw err;
+    // On failure the whole transaction rolled back, and nothing in memory changed yet.
+    const { plan, meta } = this.writeGroup(requests, ts, now);
+    this.meta = meta;
+    for (const record of plan.records) {
+      if (record.value === null) this.entries.delete(record.key);
+      else this.cache({ key: record.key, value: record.value, offset: record.offset, ts });
     }
     // Refusals too: a 409 tells the current offset, which must not be taken back either.
     await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
-    return results;
+    return plan.results;
   }
 
-  /** One request inside the group's transaction: all of its ops, or none. */
-  private apply(request: WriteRequest, ts: number, now: number): WriteResult {
-    const { idempotency } = request;
-    if (idempotency) {
-      const prior = this.sql.claim.get(idempotency.key) as
-        | { fingerprint: string; answer: string; expiresAt: number }
-        | undefined;
-      if (prior && prior.expiresAt >= now) {
-        if (prior.fingerprint === idempotency.fingerprint) {
-          return { answer: JSON.parse(prior.answer) as Answer, replayed: true, appended: 0 };
-        }
-        const answer = request.render({ ok: false, failure: { code: 'idempotency_key_reused' } });
-        return { answer, replayed: false, appended: 0 };
-      }
+  /** Inside the group's transaction: the plan's rows, and the counters they make. */
+  private writePlan(plan: WritePlan, ts: number): Meta {
+    const meta = this.meta;
+    for (const [key, answer] of plan.remember) this.sql.remember.run(key, answer.fingerprint, answer.answer, answer.expiresAt);
+    if (plan.records.length === 0) return meta;
+    for (const record of plan.records) {
+      this.sql.append.run(record.offset, record.key, record.op, record.value, ts);
+      if (record.previous) this.compaction?.superseded(record.key, record.previous.offset);
     }
-
-    const saved = { ...this.meta };
-    let answer: Answer;
-    let appended = 0;
-    try {
-      // A single op is refused, if at all, before it writes anything (applyOp checks
-      // first), so it needs no savepoint: two statements fewer for every PUT and DELETE.
-      const applied =
-        request.ops.length === 1
-          ? [this.applyOp(request.ops[0]!, 0, ts)]
-          : this.applyAllOps(request.ops, ts);
-      answer = request.render({ ok: true, applied });
-      appended = applied.length;
-    } catch (err) {
-      if (!(err instanceof Refusal)) throw err;
-      this.meta = saved;
-      // The savepoint took back the ops before the refused one.
-      if (request.ops.length > 1) this.forget(request.ops);
-      answer = request.render({ ok: false, failure: err.failure });
-    }
-    if (idempotency) {
-      this.sql.remember.run(idempotency.key, idempotency.fingerprint, JSON.stringify(answer), now + this.ttlMs);
-    }
-    return { answer, replayed: false, appended };
-  }
-
-  private applyOp(op: WriteOp, index: number, ts: number): AppliedOp {
-    // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
-    const cached = this.entries.get(op.key);
-    const current = cached ? { seq: cached.offset, live: 1 as const } : (this.sql.stateOf.get(op.key) as StateRow | undefined);
-    const liveOffset = current?.live ? current.seq : null;
-    checkCondition(op, liveOffset, index);
-
-    switch (op.op) {
-      case 'set':
-        return { key: op.key, offset: this.append(op.key, op.value, ts, current) };
-      case 'delete':
-        if (liveOffset === null) throw new Refusal({ code: 'not_found', index });
-        return { key: op.key, offset: this.append(op.key, null, ts, current) };
-      case 'incr': {
-        const before = liveOffset === null ? null : (cached?.value ?? (this.sql.valueAt.get(liveOffset) as string));
-        const sum = incremented(op.by, before, index);
-        return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), ts, current), value: sum };
-      }
-    }
+    for (const [key, state] of plan.state) this.sql.setState.run(key, state.offset, state.live ? 1 : 0);
+    const next: Meta = {
+      ...meta,
+      head: plan.head,
+      lastTs: ts,
+      records: meta.records + plan.records.length,
+      stateKeys: meta.stateKeys + plan.newKeys,
+      liveKeys: meta.liveKeys + plan.liveDelta,
+      supersededSince: plan.superseded ? (meta.supersededSince ?? ts) : meta.supersededSince,
+    };
+    this.sql.saveMeta.run(next);
+    return next;
   }
 
   /** Keeps a key's live entry, or drops the key's old one when the entry is too large to keep. */
   private cache(entry: StoredEntry): void {
     if (entry.key.length + entry.value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(entry.key, entry);
     else this.entries.delete(entry.key);
-  }
-
-  /** Evicts the ops' keys after a rollback: the database, read next, has their state. */
-  private forget(ops: WriteOp[]): void {
-    for (const op of ops) this.entries.delete(op.key);
-  }
-
-  /** Appends a record (value null = delete marker) and moves the key's state to it. */
-  private append(key: string, value: string | null, ts: number, current: StateRow | undefined): number {
-    const meta = this.meta;
-    const seq = meta.head + 1;
-    const live = value === null ? 0 : 1;
-    this.sql.append.run(seq, key, live ? 'set' : 'delete', value, ts);
-    this.sql.setState.run(key, seq, live);
-    // The cache follows the transaction; what rolls back is evicted (forget()).
-    if (value === null) this.entries.delete(key);
-    else this.cache({ key, value, offset: seq, ts });
-    meta.head = seq;
-    meta.records += 1;
-    if (!current) meta.stateKeys += 1;
-    else {
-      meta.supersededSince ??= ts;
-      this.compaction?.superseded(key, current.seq);
-    }
-    meta.liveKeys += live - (current?.live ?? 0);
-    return seq;
   }
 
   async counters(): Promise<StoreCounters> {

@@ -15,11 +15,8 @@
 //
 // A commit fsyncs on the event loop at once, covering every commit so far, while
 // this disk's fsyncs are short: the hops to the thread pool and back cost more than the
-// fsync itself on a busy machine. Under the fan-out bench, fsyncs on the loop took
-// 0.7 ms (p99 3.8) and those on the pool 1.9 ms (p99 23); with commits on the loop a
-// lone writer (bench write-c1) gets 1.6–2 × the PUTs a second, c = 10 about 1.3 × and
-// c = 50 about 1.2 × (alternating runs). A blocked loop only makes the next group
-// larger. Once the loop's fsyncs average more than LOOP_FSYNC_MAX_MS (a slow disk, whose
+// fsync itself on a busy machine (figures in docs/BENCHMARKS.md). A blocked loop only
+// makes the next group larger. Once the loop's fsyncs average more than LOOP_FSYNC_MAX_MS (a slow disk, whose
 // fsyncs would stall every read), groups of several requests go back to the pool; a
 // lone commit stays on the loop, and keeps the average up to date.
 import { fdatasyncSync } from 'node:fs';
