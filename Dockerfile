@@ -2,7 +2,7 @@
 # Build stage: compile TypeScript, the dashboard and the native SQLite module (better-sqlite3), then
 # drop the dev dependencies. Run stage: only what runs, as an unprivileged user.
 
-FROM node:20-bookworm-slim AS build
+FROM node:22-bookworm-slim AS build
 WORKDIR /app
 # better-sqlite3 compiles from source when no prebuilt binary fits this platform.
 RUN apt-get update \
@@ -21,7 +21,7 @@ COPY ui ./ui
 COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:22-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \

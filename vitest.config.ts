@@ -28,7 +28,16 @@ const STORE_FREE = [
   // HTTPS and CORS are the transport's: nothing in them depends on the store.
   'test/tls.test.ts',
   'test/cors.test.ts',
+  'test/dockerfile-build.test.ts',
+  // The README's commands against a server process: HTTP only, like the CLI.
+  'test/readme.test.ts',
 ];
+
+/**
+ * The Dockerfile's steps run for real (a full `npm ci`, the native module compiled): minutes
+ * long, so only when asked (`npm run test:dockerfile`, which .ci/run runs).
+ */
+const SLOW = process.env.STATELOG_TEST_DOCKERFILE === '1' ? [] : ['test/dockerfile-build.test.ts'];
 
 export default defineConfig({
   // The workspace packages (packages/*) are tested from their TypeScript, not their build.
@@ -45,7 +54,7 @@ export default defineConfig({
         test: {
           name: 'sqlite',
           include: ['test/**/*.test.ts'],
-          exclude: POSTGRES_ONLY,
+          exclude: [...POSTGRES_ONLY, ...SLOW],
           env: { STATELOG_TEST_STORE: 'sqlite' },
           // The dashboard, built once for test/ui.
           globalSetup: ['test/support/ui-global-setup.ts'],

@@ -1,11 +1,16 @@
-// Prints "N passed, N failed" from vitest's JSON report (a missing report is a failure).
+// Prints "N passed, N failed" summed over vitest's JSON reports (a missing report is a failure).
 import { existsSync, readFileSync } from 'node:fs';
 
-const file = process.argv[2];
-if (!file || !existsSync(file)) {
-  console.log('0 passed, 1 failed');
-  process.exit(1);
+const files = process.argv.slice(2);
+let passed = 0;
+let failed = files.length === 0 ? 1 : 0;
+for (const file of files) {
+  if (!existsSync(file)) {
+    failed += 1;
+    continue;
+  }
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  passed += report.numPassedTests;
+  failed += report.numFailedTests + (report.numFailedTestSuites > 0 && report.numFailedTests === 0 ? 1 : 0);
 }
-const report = JSON.parse(readFileSync(file, 'utf8'));
-const failed = report.numFailedTests + (report.numFailedTestSuites > 0 && report.numFailedTests === 0 ? 1 : 0);
-console.log(`${report.numPassedTests} passed, ${failed} failed`);
+console.log(`${passed} passed, ${failed} failed`);

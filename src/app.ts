@@ -82,6 +82,12 @@ export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   };
 }
 
+/**
+ * Routes that machines poll: health checks, scrapes, and the dashboard's page and its
+ * stats every 2 s. Their successful answers are logged at debug, or they would drown the rest.
+ */
+const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
+
 /** One access-log line per request, when it completes, instead of fastify's two. */
 class AccessLog extends LogController {
   override incomingRequest(): void {}
@@ -89,6 +95,7 @@ class AccessLog extends LogController {
   override requestCompleted(err: Error | null, req: FastifyRequest, reply: FastifyReply): void {
     const line = { method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime };
     if (err) reply.log.error({ ...line, err }, 'request failed');
+    else if (reply.statusCode < 400 && POLLED_ROUTES.has(req.routeOptions.url ?? '')) reply.log.debug(line, 'request');
     else reply.log.info(line, 'request');
   }
 }
@@ -237,7 +244,7 @@ export async function buildApp(config: Config): Promise<App> {
     app.addHook('onRequest', (req, _reply, done) => done(auth.check(req) ?? undefined));
   }
   app.addHook('onResponse', (req, reply, done) => {
-    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime);
+    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime, req.raw);
     done();
   });
   app.addHook('onSend', (req, reply, payload, done) => {
@@ -269,6 +276,7 @@ export async function buildApp(config: Config): Promise<App> {
     tombstonesRemoved: compactor.tombstonesRemoved,
     lastDurationMs: compactor.lastCompaction?.durationMs ?? 0,
     totalDurationMs: compactor.durationMsTotal,
+    lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
   }));
   await app.register(adminRoutes, { compactor });
   await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });

@@ -223,7 +223,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
     tokens: parseTokens(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    // Not in the contract: operators' knobs for shedding load (see docs/container.md).
+    // Operators' knobs for shedding load (README, Settings; docs/design.md, Overload).
     maxEventLoopDelayMs: integer(env, 'STATELOG_MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 600_000),
     loadSampleIntervalMs: integer(env, 'STATELOG_LOAD_SAMPLE_INTERVAL_MS', 1000, 10, 60_000),
     tls: tlsFiles(env),

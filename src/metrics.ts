@@ -2,6 +2,7 @@
 // global one), so several apps can live in one process, as they do in the tests.
 // The store's and the compactor's figures are read when scraped, not pushed, so they
 // are never stale and cost nothing between scrapes.
+import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { dirtyRatio, type LogStore, type StoreCounters } from './store/log-store.js';
 import { isStoreUnavailable } from './store/unavailable.js';
@@ -16,6 +17,21 @@ type RequestLabel = (typeof REQUEST_LABELS)[number];
 
 const STREAM_KINDS: readonly StreamKind[] = ['sse', 'long_poll', 'snapshot'];
 
+/**
+ * prom-client defaults left out: gauges named like counters, which `promtool check
+ * metrics` refuses; their labelled siblings (nodejs_active_handles{type} and the like) stay.
+ */
+const DROPPED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
+/** This package's version, from the package.json one folder above this file (src/ or dist/). */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
 /** Running totals kept by the compactor, read at each scrape. */
 export interface CompactionStats {
   runs: number;
@@ -27,6 +43,8 @@ export interface CompactionStats {
   lastDurationMs: number;
   /** Sum of the durations of all finished runs. */
   totalDurationMs: number;
+  /** When the last successful run finished (ms since the epoch), null before the first. */
+  lastSuccessMs: number | null;
 }
 
 const NO_COMPACTION: CompactionStats = {
@@ -36,6 +54,7 @@ const NO_COMPACTION: CompactionStats = {
   tombstonesRemoved: 0,
   lastDurationMs: 0,
   totalDurationMs: 0,
+  lastSuccessMs: null,
 };
 
 /** A counter whose total is kept elsewhere and copied in at scrape time. */
@@ -76,12 +95,22 @@ export class Metrics {
   });
   private readonly durations = new Histogram({
     name: 'statelog_http_request_duration_seconds',
-    help: 'Time to answer HTTP requests, by method, route pattern and status',
+    help: 'Time to answer HTTP requests, by method, route pattern and status; streams, long polls that waited and snapshots are in statelog_stream_duration_seconds instead',
     labelNames: REQUEST_LABELS,
-    // Up to a minute: long polls wait for at most 60 s.
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [this.registry],
   });
+  /** How long answers stay open by design: kept apart so they do not read as slow requests. */
+  private readonly streamDurations = new Histogram({
+    name: 'statelog_stream_duration_seconds',
+    help: 'How long SSE streams, long polls that waited, and snapshots stayed open, by kind',
+    labelNames: ['kind'] as const,
+    // Long polls wait up to 60 s; streams last minutes to hours.
+    buckets: [0.1, 1, 10, 30, 60, 300, 1800, 3600, 4 * 3600, 24 * 3600],
+    registers: [this.registry],
+  });
+  /** Requests answered by a stream, long poll or snapshot: counted, but not timed as requests. */
+  private readonly streamed = new WeakSet<object>();
   /**
    * The request count and the duration histogram's child for each method, route and
    * status seen. Bounded: routes are patterns and methods and statuses few (fastify
@@ -136,11 +165,22 @@ export class Metrics {
       'Time spent in compaction runs',
     ),
     lastDuration: this.gauge('statelog_compaction_last_duration_seconds', 'Duration of the last compaction run'),
+    lastSuccess: this.gauge(
+      'statelog_last_compaction_success_timestamp_seconds',
+      'When the last successful compaction run of this process finished (Unix time), 0 before the first',
+    ),
   };
 
   constructor(private readonly store: LogStore) {
     collectDefaultMetrics({ register: this.registry });
+    for (const name of DROPPED_DEFAULTS) this.registry.removeSingleMetric(name);
     for (const kind of STREAM_KINDS) this.streams.set({ kind }, 0);
+    new Gauge({
+      name: 'statelog_build_info',
+      help: 'Always 1; the labels name the running statelog version and Node.js version',
+      labelNames: ['version', 'node_version'] as const,
+      registers: [this.registry],
+    }).set({ version: packageVersion(), node_version: process.version }, 1);
   }
 
   private gauge(name: string, help: string, registry = this.registry): Gauge {
@@ -151,8 +191,11 @@ export class Metrics {
     return this.registry.contentType;
   }
 
-  /** `route` is the matched pattern (routeOptions.url), undefined when nothing matched. */
-  observeRequest(method: string, route: string | undefined, status: number, elapsedMs: number): void {
+  /**
+   * `route` is the matched pattern (routeOptions.url), undefined when nothing matched.
+   * `request` (the raw request) is the one given to openStream, if any.
+   */
+  observeRequest(method: string, route: string | undefined, status: number, elapsedMs: number, request?: object): void {
     const id = `${method} ${route ?? UNMATCHED_ROUTE} ${status}`;
     let series = this.requestSeries.get(id);
     if (!series) {
@@ -161,7 +204,7 @@ export class Metrics {
       this.requestSeries.set(id, series);
     }
     series.count += 1;
-    series.duration.observe(elapsedMs / 1000);
+    if (!request || !this.streamed.has(request)) series.duration.observe(elapsedMs / 1000);
   }
 
   /** Fed from the write batcher's onCommit. */
@@ -177,14 +220,19 @@ export class Metrics {
   /**
    * Counts a stream, long poll or snapshot as open; call the returned function when it
    * ends, however it ends. Calling it again does nothing, so every exit path may call it.
+   * Its time goes to the stream histogram, and its request (the raw one) is left out of
+   * the request-duration histogram.
    */
-  openStream(kind: StreamKind): () => void {
+  openStream(kind: StreamKind, request?: object): () => void {
     this.streams.inc({ kind });
+    if (request) this.streamed.add(request);
+    const started = performance.now();
     let open = true;
     return () => {
       if (!open) return;
       open = false;
       this.streams.dec({ kind });
+      this.streamDurations.observe({ kind }, (performance.now() - started) / 1000);
     };
   }
 
@@ -220,6 +268,7 @@ export class Metrics {
     m.tombstonesRemoved.set(stats.tombstonesRemoved);
     m.totalDuration.set(stats.totalDurationMs / 1000);
     m.lastDuration.set(stats.lastDurationMs / 1000);
+    m.lastSuccess.set(stats.lastSuccessMs === null ? 0 : stats.lastSuccessMs / 1000);
     const text = await this.registry.metrics();
     return counters ? text + (await this.logRegistry.metrics()) : text;
   }

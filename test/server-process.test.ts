@@ -85,6 +85,19 @@ describe('logs', () => {
     expect(server.logs().filter((line) => line.msg === 'request')).toHaveLength(5);
     for (const token of [...Object.values(tokens), wrong]) expect(output).not.toContain(token);
   });
+
+  it("writes health checks, scrapes and the dashboard's polls at debug, everything else at info", async () => {
+    const server = await start({ STATELOG_DB: dbIn(), LOG_LEVEL: 'info' });
+    for (const path of ['/healthz', '/readyz', '/metrics', '/v1/stats']) {
+      expect((await send(server.port, { method: 'GET', path })).status).toBe(200);
+    }
+    const put = { method: 'PUT', path: '/v1/keys/k', headers: { 'content-type': 'application/json' }, body: '{"value":1}' };
+    expect((await send(server.port, put)).status).toBe(200);
+    expect((await send(server.port, { method: 'GET', path: '/v1/keys/missing' })).status).toBe(404);
+    expect((await server.stop()).code).toBe(0);
+    const logged = server.logs().filter((line) => line.msg === 'request').map((line) => `${String(line.method)} ${String(line.url)}`);
+    expect(logged).toEqual(['PUT /v1/keys/k', 'GET /v1/keys/missing']);
+  });
 });
 
 describe('graceful shutdown', () => {

@@ -55,7 +55,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
-    const closed = metrics.openStream('sse');
+    const closed = metrics.openStream('sse', req.raw);
     const source = new ChangeStreamSource({ tail, notifier, prefix, epoch: store.epoch, after, snapshot, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind

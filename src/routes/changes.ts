@@ -35,7 +35,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     if (page.records.length === 0 && wait > 0) {
       const lifetime = requestLifetime(reply, lifecycle.shutdown);
       const waiter = new RepeatedWaiter(notifier, lifetime.signal);
-      const closed = metrics.openStream('long_poll');
+      const closed = metrics.openStream('long_poll', req.raw);
       try {
         // Woken by every commit; commits of other prefixes just mean another look.
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {

@@ -33,7 +33,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const prefix = checkPrefix(req.query.prefix);
     const { reader, release } = await slots.open(store, prefix);
 
-    const closed = metrics.openStream('snapshot');
+    const closed = metrics.openStream('snapshot', req.raw);
     let count = 0;
     let ended = false;
     // Shutdown cuts a snapshot short: without its last line the client knows it is incomplete.

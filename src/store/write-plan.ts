@@ -98,16 +98,17 @@ export function groupKeys(requests: WriteRequest[]): { keys: string[]; incrKeys:
 }
 
 /**
- * True when an offset condition may be checked against a record of the group itself: an
- * op with `ifOffset` on a key that an earlier op of the group writes. Such a group's
- * decisions depend on the head it starts from, so it cannot be planned before the head
- * is known (offsets 1... instead of head + 1... would satisfy `ifOffset: 1`).
+ * True when a condition may be checked against a record of the group itself: an op with
+ * a condition on a key that an earlier op of the group writes. Such a group's outcome
+ * depends on the head it starts from (offsets 1... instead of head + 1... would satisfy
+ * `ifOffset: 1`, and a refusal names the record's offset as the current one), so it
+ * cannot be planned before the head is known.
  */
 export function conditionsOnOwnOffsets(requests: WriteRequest[]): boolean {
   const written = new Set<string>();
   for (const request of requests) {
     for (const op of request.ops) {
-      if (op.ifOffset !== undefined && written.has(op.key)) return true;
+      if ((op.ifOffset !== undefined || op.ifAbsent || op.ifLive) && written.has(op.key)) return true;
       written.add(op.key);
     }
   }

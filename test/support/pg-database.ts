@@ -3,12 +3,20 @@
 // talk to a server on this machine.
 import pg from 'pg';
 
-/** The maintenance database; override with STATELOG_TEST_PG_URL (loopback only). */
-export const PG_ADMIN_URL = process.env.STATELOG_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const DEFAULT_PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
-const host = new URL(PG_ADMIN_URL).hostname;
-if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) {
-  throw new Error(`STATELOG_TEST_PG_URL must point at this machine (127.0.0.1), not ${host}`);
+/**
+ * The maintenance database: STATELOG_TEST_PG_URL (loopback only), else the default. Read
+ * when used, not at import: the postgres project's global setup may point it at an
+ * embedded server it started (test/support/pg-global-setup.ts).
+ */
+export function pgAdminUrl(): string {
+  const url = process.env.STATELOG_TEST_PG_URL || DEFAULT_PG_ADMIN_URL;
+  const host = new URL(url).hostname;
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) {
+    throw new Error(`STATELOG_TEST_PG_URL must point at this machine (127.0.0.1), not ${host}`);
+  }
+  return url;
 }
 
 /** Database names carry the creating process's id, so leftovers of dead runs can be found. */
@@ -16,7 +24,7 @@ export const TEST_DB_PREFIX = 'statelog_test_';
 
 let admin: pg.Pool | null = null;
 function adminPool(): pg.Pool {
-  admin ??= new pg.Pool({ connectionString: PG_ADMIN_URL, max: 2, allowExitOnIdle: true });
+  admin ??= new pg.Pool({ connectionString: pgAdminUrl(), max: 2, allowExitOnIdle: true });
   return admin;
 }
 
@@ -33,7 +41,7 @@ export interface TestDatabase {
 export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `${TEST_DB_PREFIX}${process.pid}_${++created}_${Math.random().toString(36).slice(2, 8)}`;
   await adminPool().query(`CREATE DATABASE ${name} TEMPLATE template0 ENCODING 'UTF8'`);
-  const url = new URL(PG_ADMIN_URL);
+  const url = new URL(pgAdminUrl());
   url.pathname = `/${name}`;
   return {
     name,

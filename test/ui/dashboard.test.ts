@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { json, startApp, type StartOptions, type TestApp } from '../helpers.js';
-import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, type Visit, type VisitOptions } from './browser.js';
+import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, SKIP_BROWSER_TESTS, type Visit, type VisitOptions } from './browser.js';
 import { bearer, portOf } from '../support/http.js';
 
 const TOKENS = { read: 'ui-read-token', admin: 'ui-admin-token' };
@@ -17,6 +17,7 @@ const visits: Visit[] = [];
 const apps: TestApp[] = [];
 
 beforeAll(async () => {
+  if (SKIP_BROWSER_TESTS) return;
   // dist/ui is built by the project's globalSetup (test/support/ui-global-setup.ts).
   browser = await launchChromium();
 });
@@ -68,7 +69,7 @@ const row = (page: Page, key: string) => page.locator(`#key-rows tr[data-key="${
 const shownKeys = (page: Page) => page.locator('#key-rows tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.key));
 const streamLive = (page: Page) => page.waitForSelector('#stream-state[data-state="live"]');
 
-describe('the dashboard on an open server', () => {
+describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on an open server', () => {
   it('shows the stats and the chart, reads well at 1280×800 and 390 px, and logs no errors', async () => {
     const t = await server();
     for (let i = 1; i <= 6; i += 1) await put(t, `user_${i}`, { name: `user ${i}`, balance: i * 100 });
@@ -245,7 +246,7 @@ describe('the dashboard on an open server', () => {
   });
 });
 
-describe('key names in the table', () => {
+describe.skipIf(SKIP_BROWSER_TESTS)('key names in the table', () => {
   it('wrap only after a separator, never inside a name, at 390 px', async () => {
     const t = await server();
     const keys = ['tenant_acme/orders/2026-12-01/order_000123/line_items/shipping_address', 'x'.repeat(80), 'short'];
@@ -280,7 +281,7 @@ describe('key names in the table', () => {
   });
 });
 
-describe('the dashboard on a server with tokens', () => {
+describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on a server with tokens', () => {
   it('asks for a token, says plainly that a bad one is refused, keeps a good one for the tab only', async () => {
     const t = await server({ STATELOG_TOKENS: TOKENS_ENV });
     await put(t, 'k', 1, TOKENS.admin);

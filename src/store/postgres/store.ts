@@ -9,7 +9,7 @@
 // Each node keeps group commit: one transaction per group. The lock is the cluster's
 // bottleneck, so a group is planned from an unlocked read and written by one statement
 // (statelog_append) that holds the lock only inside the server; a group whose keys
-// changed meanwhile, that carries idempotency keys, or whose offset conditions name its
+// changed meanwhile, that carries idempotency keys, or whose conditions may meet its
 // own records, is applied under the lock from the start instead (lock, read, write,
 // commit: four round trips).
 import { randomUUID } from 'node:crypto';
@@ -294,9 +294,9 @@ export class PgStore implements LogStore {
    * A group without idempotency keys is planned from an unlocked read and written by
    * statelog_append() in one statement, which holds the meta row only inside the server.
    * If a key it read changed meanwhile, or it carries idempotency keys (whose answers are
-   * stored with their final offsets), or an offset condition of it may meet one of its
-   * own records (decided by offsets that only the lock gives), it is applied under the
-   * lock from the start.
+   * stored with their final offsets), or a condition of it may meet one of its own
+   * records (whose offsets only the lock gives), it is applied under the lock from the
+   * start.
    */
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
     if (!requests.some((request) => request.idempotency) && !conditionsOnOwnOffsets(requests)) {
@@ -325,8 +325,8 @@ export class PgStore implements LogStore {
     const { rows: appended } = await this.pool.query<{ base: number }>(APPEND_SQL, appendParams(relative, verify, now, this.node));
     if (appended.length === 0) return null;
     const base = appended[0]!.base;
-    // The same inputs give the same decisions (no offset condition meets a record of the
-    // group: see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
+    // The same inputs give the same decisions (no condition meets a record of the group:
+    // see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
     const plan = planWrites({ ...input, head: base }, read.source);
     this.learn({ head: base }, true);
     this.learn({ head: plan.head }, false);

