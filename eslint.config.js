@@ -8,7 +8,7 @@ function boundary(files, regex, message) {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/', '**/dist/', 'node_modules/', 'coverage/', 'bench/results/', 'test-artifacts/'] },
+  { ignores: ['dist/', '**/dist/', '.variant-*/', '.base-*/', 'node_modules/', 'coverage/', 'bench/results/', 'test-artifacts/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

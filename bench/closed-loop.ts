@@ -1,7 +1,7 @@
-// The one load generator of the suite: `concurrency` workers each send the next request
-// as soon as the last one is answered, for `seconds`. Every system in a comparison gets
-// the same client behaviour (undici keep-alive connections, one request in flight on
-// each, latency recorded in microseconds).
+// A closed loop in the runner's own process: `concurrency` workers each send the next
+// request as soon as the last one is answered, for `seconds`. For the loads that check
+// or use each answer (incr's results, NATS through its client, PostgreSQL's nodes); the
+// throughput figures use bench/load.ts, which one process's event loop cannot limit.
 import hdr from 'hdr-histogram-js';
 import { Pool } from 'undici';
 

@@ -1,6 +1,7 @@
 // Compaction of a pre-filled log in a real server child process (STATELOG_SYNC=full)
 // through POST /v1/admin/compact: records removed per second (target >= 300,000/s), and
-// write p99 while PUTs arrive at a steady rate, during the run / before it (target <= 2).
+// write p99 while PUTs arrive at a steady rate, during the run / before it (target <= 1.5,
+// set for the full size).
 // Each run compacts a fresh copy twice: alone (the removal rate), then with the writes.
 //   npm run bench -- --only compact          the suite's size: 1,000,000 records
 //   npm run bench:compact                    full size: 10,000,000 records over 100,000 keys
@@ -150,7 +151,7 @@ export const compactFigure: Figure = {
         { label: 'records removed, with writes', unit: 'records/s', values: runs.map((r) => r.withWrites.removedPerSecond) },
         { label: 'write p99 before the run', unit: 'ms', values: runs.map((r) => r.withWrites.baseline.p99Ms) },
         { label: 'write p99 during the run', unit: 'ms', values: runs.map((r) => r.withWrites.during.p99Ms) },
-        { label: 'ratio write p99 during / before', unit: '×', values: runs.map((r) => r.withWrites.p99Ratio), target: { op: '<=', value: 2 } },
+        { label: 'ratio write p99 during / before', unit: '×', values: runs.map((r) => r.withWrites.p99Ratio), target: { op: '<=', value: 1.5 } },
       ],
       details: runs,
     };

@@ -62,6 +62,6 @@ export function versions(): Record<string, string> {
     statelog: versionIn(ROOT),
     sqlite: `${sqlite} (better-sqlite3 ${packageVersion('better-sqlite3')})`,
     fastify: packageVersion('fastify'),
-    'load generator': `undici ${packageVersion('undici')}, nats ${packageVersion('nats')}`,
+    'load generator': `autocannon ${packageVersion('autocannon')} (bench/load.ts); undici ${packageVersion('undici')} and nats ${packageVersion('nats')} for the closed loops of bench/closed-loop.ts`,
   };
 }

@@ -3,7 +3,7 @@
 // of 10 every 5 ms); reports the delivery latency from commit (the record's ts, stamped
 // by the server as it commits) to receipt by each subscriber, p50/p99/max, for several
 // rounds (a fresh server each). Subscribers live in SUBSCRIBER_PROCS child processes so
-// that parsing does not delay receipt. Target: p99 <= 20 ms. Each round also measures,
+// that parsing does not delay receipt. Target: p99 <= 10 ms. Each round also measures,
 // alternating with statelog, a bare relay that stores nothing
 // (bench/fanout-bare-server.ts): the floor of this machine under the same writer and
 // subscribers.
@@ -227,7 +227,7 @@ export const fanoutFigure: Figure = {
         settings: { subscribers: scale.subscribers, rate: RATE, batch: BATCH, seconds: scale.seconds, subscriberProcesses: PROCS, sync: SYNC },
         metrics: [
           { label: 'statelog delivery p50', unit: 'ms', values: statelog.map((r) => r.p50Ms) },
-          { label: 'statelog delivery p99', unit: 'ms', values: statelog.map((r) => r.p99Ms), target: { op: '<=', value: 20 } },
+          { label: 'statelog delivery p99', unit: 'ms', values: statelog.map((r) => r.p99Ms), target: { op: '<=', value: 10 } },
           { label: 'bare relay delivery p50', unit: 'ms', values: bare.map((r) => r.p50Ms) },
           { label: 'bare relay delivery p99', unit: 'ms', values: bare.map((r) => r.p99Ms) },
           { label: 'ratio statelog / bare relay (p99)', unit: '×', values: ratios(statelog.map((r) => r.p99Ms), bare.map((r) => r.p99Ms)) },

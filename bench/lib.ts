@@ -55,6 +55,8 @@ export interface StartOptions {
   wrapper?: string[];
   /** The server's stdout: shown (default), or read from a pipe and dropped. */
   output?: 'inherit' | 'discard';
+  /** How long it may take to answer /healthz (default 60 s; more under valgrind). */
+  startupMs?: number;
 }
 
 /**
@@ -81,12 +83,13 @@ export async function startNode(entry: string, env: Record<string, string>, opti
     }),
   );
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
+  const startupMs = options.startupMs ?? 60_000;
+  const deadline = Date.now() + startupMs;
   for (;;) {
     if (exited) throw new Error(`${entry} exited before answering`);
     if (Date.now() > deadline) {
       proc.kill('SIGKILL');
-      throw new Error(`${entry} did not answer within 60 s`);
+      throw new Error(`${entry} did not answer within ${startupMs / 1000} s`);
     }
     try {
       await fetch(`${url}/healthz`);

@@ -1,7 +1,8 @@
-// Durable PUT of statelog beside its peers on this machine, with one load generator and
-// the same client settings: etcd (through its HTTP/JSON gateway, POST /v3/kv/put) and
-// NATS KV (JetStream, through the nats client), and a bare fastify route that stores
-// nothing as the machine's ceiling. The sides rotate within each round.
+// Durable PUT of statelog beside its peers on this machine: etcd (through its HTTP/JSON
+// gateway, POST /v3/kv/put) driven by the same load generator as statelog
+// (bench/load.ts, autocannon), NATS KV (JetStream, through the nats client in a closed
+// loop: it speaks no HTTP), and a bare fastify route that stores nothing as the
+// machine's ceiling. The sides rotate within each round.
 // etcd and nats-server are installed with apt-get when missing.
 //   npm run bench -- --only peers
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -9,9 +10,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
-import { closedLoop, HttpClient, type LoopResult } from './closed-loop.js';
+import { closedLoop, type HttpRequest, type LoopResult } from './closed-loop.js';
 import { alternate, ratios, type Figure, type SystemResult } from './figure.js';
 import { freePort, sleep, startBare, startStatelog } from './lib.js';
+import { load, prebuilt } from './load.js';
 import { putRequest, PUT_KEYS, randomKey, randomValue } from './write.js';
 
 /** Installs a Debian package when its command is missing (the bench runs as root here). */
@@ -43,9 +45,13 @@ async function waitFor(check: () => Promise<boolean>, what: string): Promise<voi
 interface Peer {
   name: string;
   fsync: string;
-  put(): Promise<void>;
+  /** `connections` concurrent puts for `seconds`. */
+  run(seconds: number): Promise<LoopResult>;
   stop(): Promise<void>;
 }
+
+/** A peer that speaks HTTP: the suite's generator on pre-built requests. */
+const httpRun = (url: string, connections: number, requests: HttpRequest[]) => (seconds: number) => load({ url, connections, seconds, requests });
 
 function stopProcess(proc: ChildProcess, dir: string): Promise<void> {
   return new Promise((resolve) => {
@@ -61,18 +67,14 @@ function stopProcess(proc: ChildProcess, dir: string): Promise<void> {
 
 async function statelogPeer(connections: number, sync: 'full' | 'normal'): Promise<Peer> {
   const server = await startStatelog({ STATELOG_SYNC: sync });
-  const client = new HttpClient(server.url, connections);
   return {
     name: sync === 'full' ? 'statelog' : 'statelog (SYNC=normal)',
     fsync:
       sync === 'full'
         ? 'yes: the SQLite WAL is fdatasynced before each answer (on the event loop while the disk is fast); one fsync serves every write committed since the last'
         : 'no: STATELOG_SYNC=normal writes the WAL before answering but fsyncs only at checkpoints (survives a process crash, not a power loss), shown for a like-for-like look at NATS',
-    put: async () => void (await client.expectOk(putRequest())),
-    async stop() {
-      await client.close();
-      await server.stop();
-    },
+    run: httpRun(server.url, connections, prebuilt(putRequest)),
+    stop: () => server.stop(),
   };
 }
 
@@ -82,15 +84,11 @@ async function statelogPeer(connections: number, sync: 'full' | 'normal'): Promi
  */
 async function barePeer(connections: number): Promise<Peer> {
   const server = await startBare();
-  const client = new HttpClient(server.url, connections);
   return {
     name: 'bare fastify',
     fsync: 'no: stores nothing; the ceiling of an HTTP service on this machine and load generator',
-    put: async () => void (await client.expectOk(putRequest())),
-    async stop() {
-      await client.close();
-      await server.stop();
-    },
+    run: httpRun(server.url, connections, prebuilt(putRequest)),
+    stop: () => server.stop(),
   };
 }
 
@@ -109,20 +107,18 @@ async function etcdPeer(connections: number): Promise<Peer> {
   ], { stdio: 'ignore' });
   const url = `http://127.0.0.1:${client}`;
   await waitFor(async () => (await fetch(`${url}/health`)).ok, 'etcd');
-  const http = new HttpClient(url, connections);
   const b64 = (text: string) => Buffer.from(text).toString('base64');
+  // The gateway's JSON form of a put: key and value base64-encoded, the same keys and values as statelog's.
+  const put = (): HttpRequest => ({ method: 'POST', path: '/v3/kv/put', body: JSON.stringify({ key: b64(randomKey()), value: b64(randomValue()) }) });
   return {
     name: 'etcd',
     fsync: 'yes: the raft WAL is fsynced before a put is answered (one fsync serves the puts of one raft batch)',
-    put: async () => void (await http.expectOk({ method: 'POST', path: '/v3/kv/put', body: JSON.stringify({ key: b64(randomKey()), value: b64(randomValue()) }) })),
-    async stop() {
-      await http.close();
-      await stopProcess(proc, dir);
-    },
+    run: httpRun(url, connections, prebuilt(put)),
+    stop: () => stopProcess(proc, dir),
   };
 }
 
-async function natsPeer(): Promise<Peer> {
+async function natsPeer(connections: number): Promise<Peer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nats-bench-'));
   const proc = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
@@ -137,7 +133,7 @@ async function natsPeer(): Promise<Peer> {
     name: 'NATS KV',
     fsync:
       'no: JetStream acknowledges once the write is in its file store (the OS page cache) and fsyncs every 2 minutes; nats-server 2.9 has no setting to fsync each write (sync_interval: always came in 2.10)',
-    put: async () => void (await kv.put(randomKey(), encoder.encode(randomValue()))),
+    run: (seconds) => closedLoop(connections, seconds, async () => void (await kv.put(randomKey(), encoder.encode(randomValue())))),
     async stop() {
       await nc!.close();
       await stopProcess(proc, dir);
@@ -158,13 +154,13 @@ export const peersFigure: Figure = {
       peers.push(
         await statelogPeer(connections, 'full'),
         await etcdPeer(connections),
-        await natsPeer(),
+        await natsPeer(connections),
         await statelogPeer(connections, 'normal'),
         await barePeer(connections),
       );
-      for (const peer of peers) await closedLoop(connections, settings.warmupSeconds, peer.put);
+      for (const peer of peers) await peer.run(settings.warmupSeconds);
       runs = await alternate(settings.rounds, peers.map((p) => p.name), async (name, round) => {
-        const result = await closedLoop(connections, settings.seconds, peers.find((p) => p.name === name)!.put);
+        const result = await peers.find((p) => p.name === name)!.run(settings.seconds);
         settings.log(`round ${round + 1}: ${name} ${result.rps.toFixed(0)} put/s, p99 ${result.p99.toFixed(1)} ms`);
         return result;
       });
@@ -183,9 +179,17 @@ export const peersFigure: Figure = {
     const p99 = (name: string) => runs[name]!.map((r) => r.p99);
     return {
       scale: `${connections} concurrent puts of a small object to random keys of ${PUT_KEYS.toLocaleString()}, ${settings.seconds} s a system a round, data in a temp dir`,
-      settings: { connections, seconds: settings.seconds, rounds: settings.rounds, keys: PUT_KEYS, generator: 'bench/closed-loop.ts (undici, keep-alive; nats client for NATS)' },
+      settings: { connections, seconds: settings.seconds, rounds: settings.rounds, keys: PUT_KEYS, generator: 'bench/load.ts (autocannon, keep-alive) for the HTTP systems; bench/closed-loop.ts with the nats client for NATS' },
       versions: { etcd: versionOf('etcd'), 'nats-server': versionOf('nats-server') },
       systems,
+      notes: [
+        'How etcd is driven: one member, `etcd --data-dir <temp dir> --listen-client-urls http://127.0.0.1:PORT ' +
+          '--advertise-client-urls … --listen-peer-urls … --initial-cluster default=… --log-level error`, its defaults ' +
+          'otherwise (so its raft WAL is fsynced before a put is answered; `--unsafe-no-fsync` is not given). Each put is ' +
+          '`POST /v3/kv/put` to its gRPC JSON gateway with body `{"key":"<base64>","value":"<base64>"}`, the same random ' +
+          `keys (of ${PUT_KEYS.toLocaleString()}) and small JSON values as statelog's PUT, sent by the same generator ` +
+          '(bench/load.ts) with the same 50 connections, taking turns with the other systems in every round.',
+      ],
       metrics: [
         ...systems.map((s) => ({ label: `${s.name} put`, unit: 'req/s', values: s.rps })),
         ...systems.map((s) => ({ label: `${s.name} p99`, unit: 'ms', values: s.p99 })),
@@ -193,6 +197,7 @@ export const peersFigure: Figure = {
         { label: 'ratio statelog / etcd (p99)', unit: '×', values: ratios(p99('statelog'), p99('etcd')) },
         { label: 'ratio statelog / NATS KV (req/s)', unit: '×', values: ratios(rps('statelog'), rps('NATS KV')) },
         // What the 3 × target asks of the HTTP layer alone: above 1 it is out of reach here.
+        { label: 'ratio statelog / bare fastify (req/s)', unit: '×', values: ratios(rps('statelog'), rps('bare fastify')) },
         { label: 'ratio 3 × etcd / bare fastify (req/s)', unit: '×', values: ratios(rps('etcd').map((r) => 3 * r), rps('bare fastify')) },
       ],
     };

@@ -1,22 +1,25 @@
 // Where a durable PUT's time goes, on the compiled server (npm run build first; the npm
-// script does it) under the suite's c = 50 PUT load:
-//   1. a V8 CPU profile (node --cpu-prof), summarised by area and by function;
+// script does it) under the suite's c = 50 PUT load (bench/load.ts):
+//   1. a V8 CPU profile (node --cpu-prof) at LOG_LEVEL=info (--log-level), summarised by
+//      stage of a request and by function, with the process's CPU time a request;
 //   2. fsync calls counted and timed with strace (when installed): how long the event
 //      loop sits in fdatasync, and how many PUTs one fsync serves;
 //   3. the same load on variants of the server, alternating with the default in each
 //      round, each changed by the environment only: STATELOG_SYNC=normal (no fsync),
 //      LOG_LEVEL=info (an access-log line a request, the production default),
 //      STATELOG_MAX_EVENT_LOOP_DELAY_MS=0 (no overload sampling), and through tsx.
-//   npm run bench:profile [-- --seconds 10 --rounds 3]
+//   npm run bench:profile [-- --seconds 10 --rounds 3 --profile-only]
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Command } from 'commander';
-import { closedLoop, httpLoad, HttpClient, type LoopResult } from './closed-loop.js';
+import type { LoopResult } from './closed-loop.js';
 import { loadAverage } from './facts.js';
 import { alternate, ratios } from './figure.js';
 import { ROOT, startStatelog, summary, type Server } from './lib.js';
+import { processSeconds } from './cpu-share.js';
+import { loadOf } from './load.js';
 import { putRequest } from './write.js';
 
 const options = new Command('bench:profile')
@@ -24,8 +27,10 @@ const options = new Command('bench:profile')
   .option('--rounds <n>', 'rounds of the variants', Number, 3)
   .option('--connections <n>', 'concurrent PUTs', Number, 50)
   .option('--analyse <file>', 'only summarise a .cpuprofile written earlier')
+  .option('--log-level <level>', 'LOG_LEVEL of the profiled server (info: the production default, an access-log line a request)', 'info')
+  .option('--profile-only', 'only the CPU profile (no strace, no variants)', false)
   .parse()
-  .opts<{ seconds: number; rounds: number; connections: number; analyse?: string }>();
+  .opts<{ seconds: number; rounds: number; connections: number; analyse?: string; logLevel: string; profileOnly: boolean }>();
 
 const COMPILED = 'dist/server.js';
 if (!options.analyse && !existsSync(join(ROOT, COMPILED))) throw new Error(`${COMPILED} is missing: npm run build first`);
@@ -47,36 +52,41 @@ interface CpuProfile {
 
 type Frame = ProfileNode['callFrame'];
 
-const own = (frame: Frame, file: string) => frame.url.endsWith(`/dist/${file}`);
+// By file name within dist/, wherever in it the file sits.
+const own = (frame: Frame, file: string) => frame.url.includes('/dist/') && frame.url.endsWith(`/${file}`);
 const inPackage = (frame: Frame, name: string) => frame.url.includes(`/node_modules/${name}/`);
 
 /**
- * The area a frame belongs to, or null for frames that say nothing (timers, promise
- * plumbing). A sample is charged to the innermost frame of its stack that has an area.
- * Native calls (SQLite statements, fdatasync) have no frame of their own: their time is
- * charged to the JS function that made them.
+ * The stage of a PUT a frame belongs to, or null for frames that say nothing (timers,
+ * promise plumbing, node:fs). A sample is charged to the innermost frame of its stack
+ * that has a stage. Native calls (SQLite statements, fdatasync, write(2)) have at most a
+ * frame without a file: their time goes to that frame or to the JS function that made them.
  */
-function areaOf(frame: Frame, caller: Frame | null): string | null {
+export function areaOf(frame: Frame): string | null {
   const { functionName: name, url } = frame;
-  if (name === '(idle)') return 'idle: the event loop waiting for sockets';
+  if (name === '(idle)') return IDLE;
   if (name === '(garbage collector)') return 'garbage collection';
   if (name === '(program)') return 'V8 and native code outside JS frames';
-  if (name === 'sqliteTransaction' && caller && own(caller, 'store/sqlite/store.js') && caller.functionName === 'commit') {
-    return 'group commit: BEGIN and COMMIT of the group (WAL write; the fsync runs on the thread pool)';
-  }
-  if (url.includes('/dist/store/') || inPackage(frame, 'better-sqlite3')) return 'group commit: the group\'s statements (INSERT, UPSERT, SAVEPOINT a request) and answers';
-  if (own(frame, 'write-batcher.js')) return 'group commit: batcher';
-  if (url.includes('fastify/lib/validation.js') || inPackage(frame, 'ajv') || (/^validate\d*$/.test(name) && url === '')) return 'validation (fastify + ajv)';
-  if (inPackage(frame, 'secure-json-parse') || (own(frame, 'app.js') && name === 'parseJsonBody')) return 'body parsing (secure-json-parse)';
-  if (inPackage(frame, 'pino') || inPackage(frame, 'sonic-boom') || inPackage(frame, 'fast-redact')) return 'logging (pino)';
+  if ((name === 'fdatasync' || name === 'fsync') && url === '') return 'fsync: fdatasync of the WAL, when on the event loop';
+  if (own(frame, 'wal-syncer.js')) return 'fsync: fdatasync of the WAL, when on the event loop';
+  if (url.includes('/dist/store/') || inPackage(frame, 'better-sqlite3')) return "SQLite: the group's transaction and statements (WAL write included)";
+  if (own(frame, 'write-batcher.js') || (own(frame, 'write-request.js') && name === 'submitWrite')) return 'group commit: queueing, the group, resolving each request';
+  if (inPackage(frame, 'secure-json-parse') || (own(frame, 'app.js') && name === 'parseJsonBody')) return 'parse and validate: JSON body';
+  if (url.includes('fastify/lib/validation.js') || inPackage(frame, 'ajv') || (/^validate\d*$/.test(name) && url === '')) return 'parse and validate: schema (ajv)';
+  if (own(frame, 'key-rules.js') || own(frame, 'preconditions.js') || (own(frame, 'write-request.js') && name === 'valueText')) return 'parse and validate: key, value, preconditions';
+  if (inPackage(frame, 'pino') || inPackage(frame, 'sonic-boom') || inPackage(frame, 'fast-redact') || (own(frame, 'app.js') && name === 'requestCompleted')) return 'access log: pino line and its write(2)';
   if (inPackage(frame, 'prom-client') || own(frame, 'metrics.js')) return 'metrics (prom-client)';
   if (inPackage(frame, '@fastify/under-pressure')) return 'overload check (@fastify/under-pressure)';
-  if (inPackage(frame, 'fast-json-stringify')) return 'response serialisation';
-  if (/\/node_modules\/(fastify|find-my-way|avvio|light-my-request|@fastify\/[^/]+)\//.test(url)) return 'fastify: routing, hooks, reply';
-  if (url.includes('/dist/')) return 'statelog routes and helpers';
-  if (/^node:(_http|http|net|stream|internal\/(streams|stream_base_commons|http|net))/.test(url) || name === 'writev' || name === 'writeBuffer') return 'node HTTP parsing and socket writes';
+  if (inPackage(frame, 'find-my-way')) return 'routing (find-my-way)';
+  if (inPackage(frame, 'fast-json-stringify') || url.includes('fastify/lib/reply.js') || own(frame, 'render.js') || (own(frame, 'write-request.js') && /^send/.test(name))) return 'reply: status, headers, body';
+  if (/^node:(_http_outgoing|internal\/stream_base_commons|internal\/streams\/writable)/.test(url) || name === 'writev' || name === 'writeBuffer' || name === 'writeUtf8String' || name === 'writeLatin1String') return 'reply: node HTTP response and socket write';
+  if (/^node:(_http_server|_http_common|_http_incoming|net|internal\/streams\/readable|stream)/.test(url)) return 'HTTP: node request parsing and socket reads';
+  if (/\/node_modules\/(fastify|avvio|light-my-request|@fastify\/[^/]+)\//.test(url)) return 'routing: fastify request lifecycle and hooks';
+  if (url.includes('/dist/')) return 'statelog route handlers and hooks';
   return null;
 }
+
+const IDLE = 'idle: the event loop waiting for sockets';
 
 const frameLabel = (frame: Frame) =>
   `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*\/(node_modules|dist)\//, '$1/').replace(/^file:\/\//, '')}:${frame.lineNumber + 1}`;
@@ -108,7 +118,7 @@ function summarise(profile: CpuProfile) {
     add(self, frameLabel(stack[0]!), ms);
     let area = 'other';
     for (let f = 0; f < stack.length; f++) {
-      const found = areaOf(stack[f]!, stack[f + 1] ?? null);
+      const found = areaOf(stack[f]!);
       if (found) {
         area = found;
         break;
@@ -121,20 +131,29 @@ function summarise(profile: CpuProfile) {
       .sort((a, b) => b[1] - a[1])
       .slice(0, count)
       .map(([label, ms]) => ({ label, ms: Math.round(ms), percent: Number(((100 * ms) / total).toFixed(1)) }));
-  return { windowMs: Math.round(total), areas: share(areas, 30), topSelf: share(self, 30) };
+  const busyMs = total - (areas.get(IDLE) ?? 0);
+  return { windowMs: Math.round(total), busyMs: Math.round(busyMs), areas: share(areas, 30), topSelf: share(self, 30), areaMs: Object.fromEntries(areas) };
 }
 
 async function putLoad(server: Server, seconds: number): Promise<LoopResult> {
-  return httpLoad(server.url, options.connections, seconds, putRequest);
+  return loadOf(server.url, options.connections, seconds, putRequest);
 }
 
 async function cpuProfile() {
   const dir = mkdtempSync(join(tmpdir(), 'statelog-prof-'));
-  const server = await startStatelog({}, { entry: COMPILED, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] });
+  // The access log is written into a pipe that is read and dropped, as a log shipper would take it.
+  const server = await startStatelog(
+    { LOG_LEVEL: options.logLevel },
+    { entry: COMPILED, output: 'discard', nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] },
+  );
   let load: LoopResult;
+  let warmup: LoopResult;
+  let cpuSeconds: number;
   try {
-    await putLoad(server, 2);
+    const before = processSeconds(server.proc.pid!);
+    warmup = await putLoad(server, 2);
     load = await putLoad(server, options.seconds);
+    cpuSeconds = processSeconds(server.proc.pid!) - before;
   } finally {
     await server.stop();
   }
@@ -144,8 +163,21 @@ async function cpuProfile() {
   const kept = join(tmpdir(), `statelog-put-c${options.connections}.cpuprofile`);
   writeFileSync(kept, JSON.stringify(profile));
   rmSync(dir, { recursive: true, force: true });
-  // Warm-up, start-up and shutdown are in the profile too; the load dominates it.
-  return { load, profileFile: kept, ...summarise(profile) };
+  // The profile's window runs from the first group commit (in the warm-up) to the last.
+  const requests = warmup.requests + load.requests;
+  const summary = summarise(profile);
+  const perRequest = (ms: number) => Number(((ms * 1000) / requests).toFixed(1));
+  return {
+    load,
+    logLevel: options.logLevel,
+    requests,
+    // All the server's threads (the thread pool's fsyncs, GC and compiler helpers too), from /proc.
+    processCpuUsPerRequest: Number(((cpuSeconds * 1e6) / requests).toFixed(1)),
+    mainThreadBusyUsPerRequest: perRequest(summary.busyMs),
+    stagesUsPerRequest: Object.fromEntries(Object.entries(summary.areaMs).filter(([label]) => label !== IDLE).map(([label, ms]) => [label, perRequest(ms)])),
+    profileFile: kept,
+    ...summary,
+  };
 }
 
 // ---------------------------------------------------------------- 2. fsync, counted by strace
@@ -155,13 +187,11 @@ async function fsyncCount() {
   const out = join(tmpdir(), `statelog-strace-${process.pid}.txt`);
   // -w: time in the call (wall clock); --seccomp-bpf: only these calls stop the process.
   const server = await startStatelog({}, { entry: COMPILED, wrapper: ['strace', '-f', '--seccomp-bpf', '-c', '-w', '-e', 'trace=fsync,fdatasync', '-o', out] });
-  const client = new HttpClient(server.url, options.connections);
   let load: LoopResult;
   try {
-    await closedLoop(options.connections, 2, async () => void (await client.expectOk(putRequest())));
-    load = await closedLoop(options.connections, options.seconds, async () => void (await client.expectOk(putRequest())));
+    await putLoad(server, 2);
+    load = await putLoad(server, options.seconds);
   } finally {
-    await client.close();
     await server.stop();
   }
   const text = readFileSync(out, 'utf8');
@@ -241,20 +271,23 @@ const profile = await cpuProfile();
 console.log(`  ${profile.load.rps.toFixed(0)} req/s while profiled; profile kept in ${profile.profileFile}`);
 printProfile(profile);
 
+console.log(`  CPU a request: ${profile.processCpuUsPerRequest} µs in all threads (/proc), ${profile.mainThreadBusyUsPerRequest} µs busy on the event loop (profile)`);
+for (const [stage, us] of Object.entries(profile.stagesUsPerRequest).sort((a, b) => b[1] - a[1])) console.log(`  ${String(us).padStart(6)} µs  ${stage}`);
+
 console.log('\nfsync calls under strace');
-const fsync = await fsyncCount();
+const fsync = options.profileOnly ? null : await fsyncCount();
 if (fsync) console.log(`  ${fsync.fsyncsPerSecond} fsyncs/s, ${fsync.putsPerFsync} PUTs a fsync, ${(100 * fsync.shareOfWallTimeInFsync).toFixed(1)} % of the time in fsync (${fsync.load.rps.toFixed(0)} req/s under strace)`);
-else console.log('  strace is not installed: skipped');
+else console.log(options.profileOnly ? '  skipped (--profile-only)' : '  strace is not installed: skipped');
 
 console.log('\nvariants, alternating');
-const variantResults = await variants();
+const variantResults = options.profileOnly ? {} : await variants();
 for (const [name, v] of Object.entries(variantResults)) {
   console.log(`  ${name}: ${v.rps.median.toFixed(0)} req/s (×${v.ratioToDefault.median.toFixed(2)} of default), p99 ${v.p99.median.toFixed(1)} ms`);
 }
 
 const resultsDir = join(ROOT, 'bench', 'results');
 mkdirSync(resultsDir, { recursive: true });
-const file = join(resultsDir, `profile-${new Date().toISOString().slice(0, 10)}.json`);
+const file = join(resultsDir, `${new Date().toISOString().slice(0, 10)}-profile.json`);
 writeFileSync(
   file,
   `${JSON.stringify({ at: new Date().toISOString(), command: 'npm run bench:profile', options, load: { before: loadBefore, after: loadAverage() }, profile, fsync, variants: variantResults }, null, 2)}\n`,

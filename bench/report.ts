@@ -74,6 +74,13 @@ function targetsTable(results: Results): string[] {
   ];
 }
 
+function generatorThreadsText(results: Results): string {
+  const threads = results.figures.find((f) => f.name === 'generator')?.settings?.threads;
+  return typeof threads === 'number'
+    ? `${threads} child process${threads === 1 ? '' : 'es'}`
+    : 'child processes (half the cores unless BENCH_GENERATOR_THREADS says otherwise)';
+}
+
 export function renderMarkdown(results: Results, chartFile: string | null): string {
   const m = results.machine;
   const lines = [
@@ -86,10 +93,33 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     'Each figure is the median of the rounds with the min–max across them. A comparison (statelog',
     'against a bare fastify route, against etcd and NATS KV, one against two PostgreSQL nodes) is',
     'measured within one run, the sides alternating round by round, and its ratio is taken round by',
-    'round, because this machine is shared and noisy. One load generator serves every side',
-    '(`bench/closed-loop.ts`: a closed loop of keep-alive HTTP connections with undici, or the `nats`',
-    'client for NATS), in the same process as the runner, on the same two cores as the servers.',
-    'Servers run with `LOG_LEVEL=warn` (no access log line per request), the baseline alike.',
+    'round, because this machine is shared and noisy.',
+    '',
+    'The load generator of every HTTP throughput figure (PUT, GET, batches, etcd, the bare route) is',
+    '`bench/load.ts`: autocannon\'s closed loop (each connection sends its next request as soon as the',
+    `last is answered) in ${generatorThreadsText(results)} of the runner (plain node, as the command line runs),`,
+    'each connection sending its own random draw of pre-built requests, latency recorded in',
+    'microseconds. The `generator` figure holds it to',
+    'the autocannon command line (one process, the reference) on the bare route in the same run: at',
+    'or above 95 % of the command line\'s rate, the ratios to the bare route are against what this',
+    'machine serves, not against the client. NATS is driven by its own client in a closed loop',
+    '(`bench/closed-loop.ts`); the fan-out, compaction and incr figures have their own paced or',
+    'checking clients. Servers run with `LOG_LEVEL=warn` (no access-log line per request), the',
+    'baseline alike.',
+    '',
+    ...(results.figures.some((f) => f.name === 'generator')
+      ? []
+      : [
+          `**This run predates that generator**: its figures were measured with ${results.versions['load generator'] ?? 'an earlier generator'}`,
+          '(`bench/closed-loop.ts`: one closed loop in the runner\'s process, which saturates a core before the bare route does,',
+          'so its ratios to the bare route are against the client\'s ceiling, not the machine\'s). `npm run bench` re-measures',
+          'every figure with the present one.',
+          '',
+        ]),
+    'etcd, the peer of the durable PUT, is one member started by the `peers` figure with its defaults (its raft WAL',
+    'fsynced before a put is answered, as in production) and a data directory in the temp folder; each put is',
+    '`POST /v3/kv/put` to its gRPC JSON gateway, `{"key":"<base64>","value":"<base64>"}`, with the same keys and',
+    'values as statelog\'s PUT, sent by the same generator over the same 50 connections, in turns with statelog.',
     '',
     '## Machine',
     '',
@@ -119,9 +149,13 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     '```sh',
     'npm run bench                      # the whole suite (< 10 minutes), writes bench/results/<date>.json and this page',
     'npm run bench -- --only write      # one figure (comma-separated names for several)',
+    'npm run bench:write                # PUT at c = 50, 1 and 10 (c = 1 and 10 are not in the whole suite)',
+    'npm run bench:peers                # statelog, etcd, NATS KV and the bare route, PUT c = 50',
     'npm run bench -- --smoke           # every figure for a few seconds on tiny data: checks the harness',
     'npm run bench:compact              # compaction at full size (10,000,000 records)',
-    'npm run bench:recovery             # recovery at full size (100,000 keys × 100 versions)',
+    'npm run bench:recovery             # recovery at full size (100,000 keys × 100 versions) and the StateMirror restart',
+    'npx tsx bench/cpu-per-request.ts …  # builds or settings compared by CPU time a request, in turns',
+    'npx tsx bench/callgrind.ts …        # builds or settings compared by instructions a request (valgrind)',
     'npm run bench:profile              # CPU profile of the compiled server under the c = 50 PUT load',
     'npm run bench:versus -- --base REV # this build against a build of commit REV and the bare route, in turns',
     '```',
@@ -185,9 +219,17 @@ export function renderChart(systems: SystemResult[], date: string): string {
 export interface ProfileResults {
   at: string;
   command: string;
-  options: { seconds: number; rounds: number; connections: number };
+  options: { seconds: number; rounds: number; connections: number; logLevel?: string };
   load: { before: number[]; after: number[] };
-  profile: { load: { rps: number }; windowMs: number; areas: { label: string; percent: number }[] };
+  profile: {
+    load: { rps: number };
+    windowMs: number;
+    areas: { label: string; percent: number }[];
+    requests?: number;
+    processCpuUsPerRequest?: number;
+    mainThreadBusyUsPerRequest?: number;
+    stagesUsPerRequest?: Record<string, number>;
+  };
   fsync: { fsyncsPerSecond: number; putsPerFsync: number; shareOfWallTimeInFsync: number; load: { rps: number } } | null;
   variants: Record<string, { rps: Summary; p99: Summary; ratioToDefault: Summary }>;
 }
@@ -197,43 +239,137 @@ export function renderProfile(p: ProfileResults): string {
   const lines = [
     "## Where a durable PUT's time goes",
     '',
-    `\`${p.command}\` on ${p.at.slice(0, 10)} (load average ${p.load.before.join(', ')} before): the compiled server (\`dist/server.js\`)`,
-    `under ${p.options.connections} connections of durable PUTs for ${p.options.seconds} s, ${Math.round(p.profile.load.rps).toLocaleString('en-US')} req/s while profiled.`,
-    'Each sample of the V8 CPU profile is charged to the innermost frame of its stack that belongs to a known area;',
-    'native calls (SQLite statements, fdatasync) are charged to the JavaScript function that made them.',
-    '',
-    '| area | share of the time |',
-    '| --- | ---: |',
-    ...p.profile.areas.filter((a) => a.percent >= 0.5).map((a) => `| ${a.label} | ${a.percent.toFixed(1)} % |`),
+    `\`${p.command}\` on ${p.at.slice(0, 10)} (load average ${p.load.before.join(', ')} before): the compiled server (\`dist/server.js\`,`,
+    `LOG_LEVEL=${p.options.logLevel ?? 'warn'}) under ${p.options.connections} connections of durable PUTs for ${p.options.seconds} s, ${Math.round(p.profile.load.rps).toLocaleString('en-US')} req/s while profiled.`,
+    'Each sample of the V8 CPU profile of the event loop is charged to the innermost frame of its stack that belongs to a',
+    'stage; native calls (SQLite statements, fdatasync, the write(2) of a log line) are charged to the JavaScript function',
+    'that made them. A profile counts wall time on the event loop: a blocking fdatasync counts in full, and so does time',
+    'the thread waited for a core on a busy machine. The CPU time of the whole process (all threads, the thread pool\'s',
+    'fsyncs and the GC helpers included) is read from /proc over the same load.',
     '',
   ];
+  const stages = p.profile.stagesUsPerRequest;
+  if (stages && p.profile.processCpuUsPerRequest !== undefined) {
+    const busy = Object.values(stages).reduce((sum, us) => sum + us, 0);
+    lines.push(
+      `CPU time of the server process: **${p.profile.processCpuUsPerRequest} µs a request** (/proc); the event loop was busy ${p.profile.mainThreadBusyUsPerRequest} µs a request (profile, wall time).`,
+      '',
+      '| stage | event-loop time a request | share of the busy time |',
+      '| --- | ---: | ---: |',
+      ...Object.entries(stages)
+        .sort((a, b) => b[1] - a[1])
+        .map(([label, us]) => `| ${label} | ${us.toFixed(1)} µs | ${((100 * us) / busy).toFixed(1)} % |`),
+      '',
+    );
+  } else {
+    lines.push(
+      '| area | share of the time |',
+      '| --- | ---: |',
+      ...p.profile.areas.filter((a) => a.percent >= 0.5).map((a) => `| ${a.label} | ${a.percent.toFixed(1)} % |`),
+      '',
+    );
+  }
   if (p.fsync) {
     lines.push(
       `Under strace (fsync and fdatasync only, ${Math.round(p.fsync.load.rps).toLocaleString('en-US')} req/s): ${p.fsync.fsyncsPerSecond} fsyncs a second,`,
-      `${p.fsync.putsPerFsync} PUTs a fsync, and an fsync was in progress ${(100 * p.fsync.shareOfWallTimeInFsync).toFixed(0)} % of the wall-clock time`,
-      '(on the thread pool, while the event loop goes on: src/store/wal-syncer.ts).',
+      `${p.fsync.putsPerFsync} PUTs a fsync, and an fsync was in progress ${(100 * p.fsync.shareOfWallTimeInFsync).toFixed(0)} % of the wall-clock time.`,
       '',
     );
   }
   lines.push(
-    'The same load on variants of the server changed only by the environment, alternating with the default',
-    `in each of ${p.options.rounds} rounds (median, min–max of the per-round ratio):`,
-    '',
-    '| variant | req/s | ratio to the default | p99 |',
-    '| --- | ---: | ---: | ---: |',
-    ...Object.entries(p.variants).map(
-      ([name, v]) =>
-        `| ${name} | ${formatNumber(v.rps.median)} | ${formatNumber(v.ratioToDefault.median)} (${formatNumber(v.ratioToDefault.min)} – ${formatNumber(v.ratioToDefault.max)}) | ${formatNumber(v.p99.median)} ms |`,
-    ),
+    'Why a commit fsyncs on the event loop while the disk is fast (src/store/sqlite/wal-syncer.ts): under',
+    'the fan-out bench, fsyncs on the loop took 0.7 ms (p99 3.8) and those on the thread pool 1.9 ms',
+    '(p99 23); with commits on the loop a lone writer (bench write-c1) got 1.6–2 × the PUTs a second,',
+    'c = 10 about 1.3 × and c = 50 about 1.2 × (alternating runs).',
     '',
   );
+  if (Object.keys(p.variants).length > 0) {
+    lines.push(
+      'The same load on variants of the server changed only by the environment, alternating with the default',
+      `in each of ${p.options.rounds} rounds (median, min–max of the per-round ratio):`,
+      '',
+      '| variant | req/s | ratio to the default | p99 |',
+      '| --- | ---: | ---: | ---: |',
+      ...Object.entries(p.variants).map(
+        ([name, v]) =>
+          `| ${name} | ${formatNumber(v.rps.median)} | ${formatNumber(v.ratioToDefault.median)} (${formatNumber(v.ratioToDefault.min)} – ${formatNumber(v.ratioToDefault.max)}) | ${formatNumber(v.p99.median)} ms |`,
+      ),
+      '',
+    );
+  }
   return lines.join('\n');
 }
 
-function newestProfile(): ProfileResults | null {
+/** What bench/cpu-per-request.ts --out writes. */
+export interface CpuVariantResults {
+  at: string;
+  command: string;
+  rounds: number;
+  seconds: number;
+  rate?: number | null;
+  load: { before: number[]; after: number[] };
+  sides: { name: string; cpuUs: Summary; ratioToFirst: Summary; rps: Summary; p99: Summary }[];
+  notes?: string[];
+}
+
+/** The section on measured changes, from the newest bench/results/*-cpu-variants.json. */
+export function renderCpuVariants(v: CpuVariantResults): string {
+  const first = v.sides[0]!.name;
+  return [
+    '## Changes measured by CPU time a request',
+    '',
+    `\`${v.command}\` on ${v.at.slice(0, 10)} (load average ${v.load.before.join(', ')} before): ${v.rate ? `${v.rate} PUTs a second (paced) over 50 connections` : 'the c = 50 PUT load'} on each`,
+    `build or setting in turn, ${v.rounds} rounds of ${v.seconds} s, CPU time of the server process from /proc divided by the`,
+    'requests answered. Median of the rounds, min–max in brackets; the ratio is taken round by round.',
+    '',
+    `| server | CPU a request | ratio to "${first}" | req/s | p99 |`,
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...v.sides.map(
+      (s) =>
+        `| ${s.name} | ${formatNumber(s.cpuUs.median, 1)} µs (${formatNumber(s.cpuUs.min, 1)} – ${formatNumber(s.cpuUs.max, 1)}) | ${formatNumber(s.ratioToFirst.median)} (${formatNumber(s.ratioToFirst.min)} – ${formatNumber(s.ratioToFirst.max)}) | ${formatNumber(s.rps.median)} | ${formatNumber(s.p99.median)} ms |`,
+    ),
+    '',
+    ...(v.notes ?? []).flatMap((note) => [note, '']),
+  ].join('\n');
+}
+
+/** What bench/callgrind.ts --out writes. */
+export interface CallgrindResults {
+  at: string;
+  command?: string;
+  options: { seconds: number; warmup: number; connections?: number };
+  results: { name: string; requests: number; instructions: number; instructionsPerRequest: number }[];
+  notes?: string[];
+}
+
+/** Instructions a request of builds or settings, from the newest bench/results/*-callgrind.json. */
+export function renderCallgrind(c: CallgrindResults): string {
+  const first = c.results[0]!;
+  return [
+    '## Changes measured by instructions a request (callgrind)',
+    '',
+    `${c.command ? `\`${c.command}\`` : 'bench/callgrind.ts'} on ${c.at.slice(0, 10)}: each server under valgrind's callgrind, warmed up for`,
+    `${c.options.warmup} s of a PUT load of ${c.options.connections ?? 50} connections, then ${c.options.seconds} s of it counted: every instruction of every thread`,
+    'of the server, divided by the PUTs answered. No other job on the machine moves the count; under valgrind the',
+    'server is saturated, so its group commits are full alike for every side.',
+    '',
+    `| server | instructions a request | ratio to "${first.name}" | PUTs counted |`,
+    '| --- | ---: | ---: | ---: |',
+    ...c.results.map((r) => `| ${r.name} | ${formatNumber(r.instructionsPerRequest)} | ${formatNumber(r.instructionsPerRequest / first.instructionsPerRequest, 3)} | ${formatNumber(r.requests)} |`),
+    '',
+    ...(c.notes ?? []).flatMap((note) => [note, '']),
+  ].join('\n');
+}
+
+/** The newest results file whose name matches, by the date in its name (<date>-<figure>.json or <figure>-<date>.json). */
+function newest<T>(pattern: RegExp): T | null {
   const dir = join(ROOT, 'bench', 'results');
-  const newest = readdirSync(dir).filter((name) => /^profile-.*\.json$/.test(name)).sort().at(-1);
-  return newest ? (JSON.parse(readFileSync(join(dir, newest), 'utf8')) as ProfileResults) : null;
+  const dated = (name: string) => /\d{4}-\d{2}-\d{2}/.exec(name)?.[0] ?? '';
+  const file = readdirSync(dir)
+    .filter((name) => pattern.test(name))
+    .sort((a, b) => dated(a).localeCompare(dated(b)))
+    .at(-1);
+  return file ? (JSON.parse(readFileSync(join(dir, file), 'utf8')) as T) : null;
 }
 
 /** Writes docs/BENCHMARKS.md and, when the results hold the peers figure, docs/bench-chart.svg. */
@@ -246,8 +382,16 @@ export function writeDocs(results: Results): string[] {
     written.push(chart);
   }
   const page = join(DOCS, 'BENCHMARKS.md');
-  const profile = newestProfile();
-  writeFileSync(page, renderMarkdown(results, peers ? 'bench-chart.svg' : null) + (profile ? `\n${renderProfile(profile)}` : ''));
+  const profile = newest<ProfileResults>(/^(profile-.*|\d{4}-\d{2}-\d{2}-profile)\.json$/);
+  const variants = newest<CpuVariantResults>(/-cpu-variants\.json$/);
+  const callgrind = newest<CallgrindResults>(/-callgrind\.json$/);
+  writeFileSync(
+    page,
+    renderMarkdown(results, peers ? 'bench-chart.svg' : null) +
+      (profile ? `\n${renderProfile(profile)}` : '') +
+      (variants ? `\n${renderCpuVariants(variants)}` : '') +
+      (callgrind ? `\n${renderCallgrind(callgrind)}` : ''),
+  );
   written.push(page);
   return written.map((file) => relative(ROOT, file));
 }

@@ -9,10 +9,11 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
-import { httpLoad, type HttpRequest } from './closed-loop.js';
+import type { HttpRequest } from './closed-loop.js';
 import { processSeconds } from './cpu-share.js';
 import { alternate, ratios } from './figure.js';
 import { ROOT, round, startBare, startStatelog, summary, type Server } from './lib.js';
+import { loadOf } from './load.js';
 import { fillKeys } from './read.js';
 import { PUT_KEYS, putRequest, randomKey } from './write.js';
 
@@ -55,11 +56,11 @@ type Side = keyof typeof servers;
 const sides = Object.keys(servers) as Side[];
 try {
   if (options.get) for (const side of ['working tree', 'base'] as const) await fillKeys(servers[side].url, PUT_KEYS);
-  for (const side of sides) await httpLoad(servers[side].url, 50, 1, next);
+  for (const side of sides) await loadOf(servers[side].url, 50, 1, next);
   const runs = await alternate(options.rounds, sides, async (side, index) => {
     const pid = servers[side].proc.pid!;
     const cpuBefore = processSeconds(pid);
-    const result = await httpLoad(servers[side].url, 50, options.seconds, next);
+    const result = await loadOf(servers[side].url, 50, options.seconds, next);
     const cpuUsPerRequest = ((processSeconds(pid) - cpuBefore) * 1e6) / (result.rps * options.seconds);
     console.log(`round ${index + 1}: ${side} ${result.rps.toFixed(0)} req/s, p99 ${result.p99.toFixed(1)} ms, ${cpuUsPerRequest.toFixed(1)} µs CPU a request`);
     return { rps: result.rps, p99: result.p99, cpuUsPerRequest };

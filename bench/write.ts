@@ -3,9 +3,10 @@
 // machine is noisy), at 50, 1 and 10 connections. Also the comparison helper that
 // bench/read.ts uses for GET.
 //   npm run bench -- --only write,write-c1,write-c10
-import { httpLoad, type HttpRequest, type LoopResult } from './closed-loop.js';
+import type { HttpRequest, LoopResult } from './closed-loop.js';
 import { alternate, ratios, type Figure, type Metric, type RunSettings } from './figure.js';
 import { startBare, startStatelog, type Server } from './lib.js';
+import { load, prebuilt } from './load.js';
 
 /** Keys the PUT load spreads over. */
 export const PUT_KEYS = 10_000;
@@ -33,7 +34,7 @@ export function pairedSettings(settings: RunSettings): RunSettings {
 }
 
 /**
- * The same closed-loop load on statelog (STATELOG_SYNC=full) and on the bare fastify
+ * The same closed-loop load (bench/load.ts) on statelog (STATELOG_SYNC=full) and on the bare fastify
  * server, alternating within each round after a warm-up of each.
  */
 export async function versusBare(
@@ -45,7 +46,8 @@ export async function versusBare(
   const servers = { statelog: await startStatelog(), bare: await startBare() };
   try {
     await prepare(servers.statelog);
-    const run = (side: keyof typeof servers, seconds: number) => httpLoad(servers[side].url, connections, seconds, next);
+    const requests = prebuilt(next);
+    const run = (side: keyof typeof servers, seconds: number) => load({ url: servers[side].url, connections, seconds, requests });
     // Warm-up: JIT, page cache, the first pages of the file, connections.
     await run('statelog', settings.warmupSeconds);
     await run('bare', settings.warmupSeconds);
@@ -98,7 +100,7 @@ export function writeFigure(connections: number): Figure {
       // to group: each write waits for its own fsync, which the bare route never does,
       // so those figures show what a lone writer pays (one fsync of this disk is in the
       // machine facts), not a ratio to meet.
-      const metrics = connections === 50 ? versusBareMetrics('PUT', runs, 0.6, 2) : versusBareMetrics('PUT', runs);
+      const metrics = connections === 50 ? versusBareMetrics('PUT', runs, 0.7, 1.5) : versusBareMetrics('PUT', runs);
       return {
         scale: `${connections} connections, ${settings.seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
         settings: { connections, seconds: settings.seconds, rounds: settings.rounds, keys: PUT_KEYS, sync: 'full', failedRequests: failedRequests(runs) },

@@ -22,6 +22,7 @@ import { ApiError } from './contract/errors.js';
 import { clientErrorHandler, errorHandler, notFoundHandler } from './http/error-handler.js';
 import { Metrics } from './metrics.js';
 import { registerOverload } from './http/overload.js';
+import { decodedBody } from './http/content-encoding.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
 import { adminRoutes } from './routes/admin.js';
@@ -33,8 +34,10 @@ import { uiRoutes } from './routes/ui.js';
 import type { AppServices, Lifecycle } from './services.js';
 import { trackConnections } from './http/silent-connections.js';
 import { SnapshotSlots } from './feed/snapshot-slots.js';
+import { WatcherSlots } from './feed/watcher-slots.js';
 import { openStore } from './store/open-store.js';
 import { WriteBatcher } from './writes/write-batcher.js';
+import { keepExactNumbers } from './writes/exact-numbers.js';
 
 /** A registered route: its method and URL pattern as given to fastify (`/v1/keys/:key`). */
 export interface RouteEntry {
@@ -116,12 +119,20 @@ function validatorCompiler() {
 function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
   if (body.length === 0) return done(new ApiError('invalid_json', 'the body is empty'));
   if (!isUtf8(body)) return done(new ApiError('invalid_json', 'the body is not valid UTF-8'));
+  let parsed: unknown;
+  const text = body.toString('utf8');
   try {
-    done(null, secureJson.parse(body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }));
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (err) {
     const message = err instanceof SyntaxError ? err.message : 'the body is not valid JSON';
-    done(new ApiError('invalid_json', message));
+    return done(new ApiError('invalid_json', message));
   }
+  try {
+    keepExactNumbers(text, parsed);
+  } catch (err) {
+    return done(err as Error);
+  }
+  done(null, parsed);
 }
 
 /**
@@ -165,7 +176,8 @@ export async function buildApp(config: Config): Promise<App> {
   // Every open stream and long poll listens for shutdown: no leak at any count.
   setMaxListeners(0, shutdown.signal);
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
-  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics };
+  const watchers = new WatcherSlots(config.maxWatchers);
+  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics, watchers };
   const auth = config.tokens && new Authenticator(config.tokens);
   const accessLog = new AccessLog();
 
@@ -216,6 +228,13 @@ export async function buildApp(config: Config): Promise<App> {
   app.setNotFoundHandler(notFoundHandler);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    try {
+      done(null, decodedBody(req, payload, req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!));
+    } catch (err) {
+      done(err as Error);
+    }
+  });
 
   // The hooks that run on every request take callbacks: cheaper than async functions on
   // the hottest path (bench/profile.ts).

@@ -28,6 +28,8 @@ export interface Config {
   idempotencyTtlMs: number;
   maxValueBytes: number;
   maxSnapshots: number;
+  /** Long polls that wait and change streams open at once; beyond it 429. */
+  maxWatchers: number;
   /** token → role; null when auth is off. */
   tokens: Map<string, Role> | null;
   logLevel: string;
@@ -221,6 +223,7 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyTtlMs: integer(env, 'STATELOG_IDEMPOTENCY_TTL_MS', 86_400_000, 1),
     maxValueBytes: integer(env, 'STATELOG_MAX_VALUE_BYTES', 1_048_576, 1, 256 * 1024 * 1024),
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
+    maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
     tokens: parseTokens(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     // Operators' knobs for shedding load (README, Settings; docs/design.md, Overload).

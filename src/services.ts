@@ -3,6 +3,7 @@
 import type { Config } from './config.js';
 import type { ChangeNotifier } from './feed/change-notifier.js';
 import type { Metrics } from './metrics.js';
+import type { WatcherSlots } from './feed/watcher-slots.js';
 import type { LogStore } from './store/log-store.js';
 import type { WriteBatcher } from './writes/write-batcher.js';
 
@@ -21,4 +22,6 @@ export interface AppServices {
   lifecycle: Lifecycle;
   /** Streams, long polls and snapshots report themselves here (metrics.openStream). */
   metrics: Metrics;
+  /** The cap on long polls and change streams open at once. */
+  watchers: WatcherSlots;
 }

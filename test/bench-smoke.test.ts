@@ -8,7 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startBare, type Server } from '../bench/lib.js';
+import { autocannonCli, load, prebuilt } from '../bench/load.js';
 import { renderChart, renderMarkdown, type Results } from '../bench/report.js';
+import { putRequest } from '../bench/write.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-smoke-'));
@@ -16,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function runSuite(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--conditions=@statelog/source', '--import', 'tsx', 'bench/run.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -40,6 +43,33 @@ async function smoke(figures: string[]) {
   return { results, metric };
 }
 
+describe('the load generator (bench/load.ts)', () => {
+  let bare: Server;
+  afterAll(() => bare?.stop());
+
+  it('counts answered PUTs with their latency over two processes, and the autocannon reference too', { timeout: 60_000 }, async () => {
+    bare = await startBare();
+    const result = await load({ url: bare.url, connections: 4, seconds: 0.3, requests: prebuilt(putRequest, 20), threads: 2 });
+    expect(result.errors).toBe(0);
+    expect(result.requests).toBeGreaterThan(0);
+    expect(result.rps).toBeGreaterThan(0);
+    expect(result.p50).toBeGreaterThan(0);
+    expect(result.p99).toBeGreaterThanOrEqual(result.p50);
+
+    const reference = await autocannonCli(bare.url, 4, 0.3, putRequest());
+    expect(reference.errors).toBe(0);
+    expect(reference.requests).toBeGreaterThan(0);
+    expect(reference.command).toMatch(/^autocannon -c 4 -d 0.3 -m PUT/);
+  });
+
+  it('counts answers other than 2xx as errors, not as requests', { timeout: 60_000 }, async () => {
+    bare ??= await startBare();
+    const result = await load({ url: bare.url, connections: 2, seconds: 0.2, requests: [{ method: 'GET', path: '/nowhere' }], threads: 1 }); // 404
+    expect(result.requests).toBe(0);
+    expect(result.errors).toBeGreaterThan(0);
+  });
+});
+
 describe('npm run bench -- --smoke', () => {
   it('runs write, read and incr briefly and writes a results file the report renders', { timeout: 120_000 }, async () => {
     const { results, metric } = await smoke(['write', 'read', 'incr']);
@@ -58,9 +88,11 @@ describe('npm run bench -- --smoke', () => {
     expect(page).toContain('| write: ratio statelog / bare (req/s) |');
   });
 
-  it('runs the snapshot and fan-out figures briefly, each subscriber receiving every record', { timeout: 120_000 }, async () => {
+  it('runs the generator, snapshot, fan-out and mirror figures briefly, each subscriber receiving every record', { timeout: 120_000 }, async () => {
     // The figures themselves throw unless the snapshot was whole and every subscriber got every record.
-    const { metric } = await smoke(['snapshot', 'fanout']);
+    const { metric } = await smoke(['generator', 'snapshot', 'fanout', 'mirror']);
+    expect(metric('generator', 'ratio generator / autocannon CLI').median).toBeGreaterThan(0);
+    expect(metric('mirror', 'ready from the checkpoint').median).toBeGreaterThan(0);
     expect(metric('snapshot', 'snapshot read').median).toBeGreaterThan(0);
     expect(metric('fanout', 'statelog delivery p99').median).toBeGreaterThan(0);
     expect(metric('fanout', 'bare relay delivery p99').median).toBeGreaterThan(0);

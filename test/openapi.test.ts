@@ -1111,6 +1111,25 @@ describe('answers match openapi.yaml', () => {
     });
   });
 
+  describe('with every watcher slot taken', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await startApp({ STATELOG_MAX_WATCHERS: '1', STATELOG_SYNC: 'normal' });
+    });
+    afterAll(() => t.close());
+
+    it('a long poll beyond STATELOG_MAX_WATCHERS gets 429 with Retry-After', async () => {
+      const waiting = t.http.get('/v1/changes?wait=5').then((res) => res);
+      // Asked between turns of the event loop, so that the poll gets there.
+      const slotsInUse = () => new Promise<number>((resolve) => setTimeout(() => resolve(t.app.services.watchers.inUse), 10));
+      await askUntil(slotsInUse, (inUse) => inUse === 1, 2000);
+      const res = await exercise(t, 'GET /v1/changes', (c) => c.http.get('/v1/changes?wait=5'), 429, 'too_many_requests');
+      expect([res.headers['retry-after'], res.body.error.limit]).toEqual(['1', 1]);
+      await t.http.put('/v1/keys/wake').set('content-type', 'application/json').send('{"value":1}');
+      expect((await waiting).status).toBe(200);
+    });
+  });
+
   describe('while shutting down', () => {
     let t: TestApp;
     beforeAll(async () => {

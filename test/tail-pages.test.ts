@@ -12,7 +12,7 @@ function flakyStore(failures: number): LogStore & { reads: number } {
     async readChanges(): Promise<ChangesPage> {
       store.reads += 1;
       if (store.reads <= failures) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
-      return { records: [{ offset: 5, key: 'k', op: 'set', value: '1', ts: 0 }], head: 5, horizon: 0, full: false };
+      return { records: [{ offset: 5, key: 'k', op: 'set', value: '1', ts: 0 }], head: 5, horizon: 0, full: false, examined: 5 };
     },
   };
   return store as unknown as LogStore & { reads: number };

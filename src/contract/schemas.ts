@@ -113,6 +113,7 @@ export const postRecordsSchema = {
 // --- snapshot and changes ---
 
 const Prefix = Type.String({ default: '', description: 'only keys that start with this (UTF-8, byte-wise)' });
+const WatchedKey = Type.Optional(Type.String({ description: 'only this exact key; not with prefix' }));
 const after = (options: { default?: number } = {}) => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, ...options });
 const Epoch = Type.String({ minLength: 1, maxLength: 128 });
 
@@ -152,6 +153,7 @@ export const changesSchema = {
     {
       after: after({ default: 0 }),
       prefix: Prefix,
+      key: WatchedKey,
       limit: Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: 1000 }),
       wait: Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS, default: 0 }),
       epoch: Type.Optional(Epoch),
@@ -160,7 +162,7 @@ export const changesSchema = {
   ),
   response: {
     200: Type.Object({ records: Type.Array(LogRecord), next: Offset, head: Offset, epoch: Type.String() }),
-    ...errors(400, 401, 403, 410, 503),
+    ...errors(400, 401, 403, 410, 429, 503),
   },
 };
 
@@ -169,6 +171,7 @@ export const changeStreamSchema = {
     {
       after: Type.Optional(after()),
       prefix: Prefix,
+      key: WatchedKey,
       snapshot: Type.Boolean({ default: false }),
       epoch: Type.Optional(Epoch),
     },

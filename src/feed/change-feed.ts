@@ -3,12 +3,33 @@
 // the long poll and the event stream, which must agree exactly.
 import { ApiError } from '../contract/errors.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
+import { ReadTurns } from './read-turns.js';
 
 export interface FeedPage {
   records: StoredRecord[];
-  /** Where the reader continues: the last record's offset when the page is full, else head. */
+  /**
+   * Where the reader continues: the last record's offset when the page is full, else the
+   * last offset examined: the head, or below it when a filtered read reached its scan bound.
+   */
   next: number;
   head: number;
+}
+
+/**
+ * The most log offsets one filtered read examines (a `prefix` or `key` that matches
+ * little would otherwise read the whole log per request). Small enough that a read
+ * holds the event loop only briefly on SQLite, large enough that a reader catches up
+ * with few requests.
+ */
+export const FEED_SCAN_RECORDS = 2000;
+
+/** What one read of the feed asks for: `key` is an exact key, exclusive with `prefix`. */
+export interface FeedQuery {
+  after: number;
+  prefix: string;
+  key?: string | undefined;
+  limit: number;
+  maxChars: number;
 }
 
 /** 410 epoch_changed when the reader's offsets belong to another database. */
@@ -29,12 +50,15 @@ export function checkReader(after: number, position: { head: number; horizon: nu
   }
 }
 
-export async function readFeed(
-  store: LogStore,
-  query: { after: number; prefix: string; limit: number; maxChars: number },
-): Promise<FeedPage> {
-  const page = await store.readChanges(query);
+/** One queue of turns for every reader of the feed in the process. */
+const turns = new ReadTurns();
+
+/** A page of the feed, read in its turn (read-turns.ts); not read at all once `gone` is true. */
+export async function readFeed(store: LogStore, query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
+  const { key, ...rest } = query;
+  const changes = { ...rest, ...(key !== undefined ? { key } : {}), scan: FEED_SCAN_RECORDS };
+  const page = await turns.run(() => store.readChanges(changes), gone);
   checkReader(query.after, page);
   const last = page.records[page.records.length - 1];
-  return { records: page.records, next: page.full && last ? last.offset : page.head, head: page.head };
+  return { records: page.records, next: page.full && last ? last.offset : page.examined, head: page.head };
 }

@@ -34,6 +34,8 @@ export interface ChangeStreamOptions {
   tail: TailPages<Buffer>;
   notifier: ChangeNotifier;
   prefix: string;
+  /** Only this exact key (with prefix ''). */
+  key?: string;
   /** The log's epoch, named in a `reset` event. */
   epoch: string;
   /** Where a stream without a snapshot starts (exclusive). */
@@ -131,11 +133,11 @@ export class ChangeStreamSource {
 
   /** The records after the reader's position and the progress event they call for. */
   private async read(progressDue: boolean): Promise<string | Buffer> {
-    const { tail, prefix } = this.options;
+    const { tail, prefix, key } = this.options;
     let page: FeedPage;
     let text: Buffer;
     try {
-      ({ page, text } = await tail.read({ after: this.position, prefix, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
+      ({ page, text } = await tail.read({ after: this.position, prefix, key, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
     } catch (err) {
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
       this.phase = 'done';

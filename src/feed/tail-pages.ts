@@ -2,7 +2,7 @@
 // wakes: a hundred readers at the same offset cost one read of the log and one
 // rendering instead of a hundred. Still a read of the log, only memoised for as long
 // as the head is unchanged.
-import { checkReader, readFeed, type FeedPage } from './change-feed.js';
+import { checkReader, readFeed, type FeedPage, type FeedQuery } from './change-feed.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
 
 /** Readers far behind are at offsets of their own: the pages kept per head are few. */
@@ -35,13 +35,14 @@ export class TailPages<Rendered> {
   }
 
   /** The page after `after` with `prefix`, or a 410 from checkReader, as readFeed gives it. */
-  async read(query: { after: number; prefix: string; limit: number; maxChars: number }): Promise<RenderedPage<Rendered>> {
+  async read(query: FeedQuery): Promise<RenderedPage<Rendered>> {
     const position = this.store.position();
     if (position.head !== this.pagesHead) {
       this.pages.clear();
       this.pagesHead = position.head;
     }
-    const key = `${query.after}\u0000${query.limit}\u0000${query.maxChars}\u0000${query.prefix}`;
+    const filter = query.key === undefined ? `p${query.prefix}` : `k${query.key}`;
+    const key = `${query.after}\u0000${query.limit}\u0000${query.maxChars}\u0000${filter}`;
     const shared = this.pages.get(key);
     if (shared) {
       // The horizon moves without the head (compaction): check it afresh. A record

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { ChangeStreamSource, recordEvents, resetBody, RETRY_MS } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
-import { checkPrefix } from '../contract/key-rules.js';
+import { checkWatchFilter } from '../contract/key-rules.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { changeStreamSchema } from '../contract/schemas.js';
@@ -12,6 +12,8 @@ import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../feed/snapshot-slots.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
+import { OneKeySnapshot } from '../feed/one-key-snapshot.js';
+import type { LogStore, SnapshotReader } from '../store/log-store.js';
 
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */
 const STOPPED_READER_MS = 1000;
@@ -21,12 +23,26 @@ export interface ChangeStreamRouteOptions {
   slots: SnapshotSlots;
 }
 
+/**
+ * The snapshot a stream starts with: the keys with the prefix, or the one key. Keys that
+ * start with a key sort after it, so its entry, if live, is the first of that prefix.
+ */
+async function openSnapshot(
+  slots: SnapshotSlots,
+  store: LogStore,
+  filter: { prefix: string; key?: string },
+): Promise<{ reader: SnapshotReader; release: () => void }> {
+  if (filter.key === undefined) return slots.open(store, filter.prefix);
+  const opened = await slots.open(store, filter.key);
+  return { reader: new OneKeySnapshot(opened.reader, filter.key), release: opened.release };
+}
+
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
-  const { store, notifier, lifecycle, metrics } = options.services;
+  const { store, notifier, lifecycle, metrics, watchers } = options.services;
   const tail = new TailPages(store, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema }, async (req, reply) => {
-    const prefix = checkPrefix(req.query.prefix);
+    const filter = checkWatchFilter(req.query.prefix, req.query.key);
     // A reconnecting EventSource repeats the URL it started with: its Last-Event-ID
     // overrides both `after` and `snapshot=true`, so it resumes instead of starting over.
     const resume = parseLastEventId(req.headers['last-event-id']);
@@ -52,11 +68,16 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
         .send(sseRetry(RETRY_MS) + sseComment('statelog change stream') + sseEvent('reset', JSON.stringify(body)));
     }
 
-    const snapshot = withSnapshot ? await options.slots.open(store, prefix) : null;
+    const release = watchers.acquire();
+    const opening = withSnapshot ? openSnapshot(options.slots, store, filter) : null;
+    const snapshot = await opening?.catch((err: unknown) => {
+      release();
+      throw err;
+    });
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse', req.raw);
-    const source = new ChangeStreamSource({ tail, notifier, prefix, epoch: store.epoch, after, snapshot, signal: lifetime.signal });
+    const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind
     // (server.close() waits for it); a reader that is not draining is cut at once, and
@@ -76,6 +97,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
         lifetime.dispose();
         source.close();
         closed();
+        release();
       },
     );
     return reply

@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, readFeed, type FeedPage } from '../feed/change-feed.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
-import { checkPrefix } from '../contract/key-rules.js';
+import { checkWatchFilter } from '../contract/key-rules.js';
 import { recordJson } from '../contract/render.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { changesSchema } from '../contract/schemas.js';
@@ -22,30 +22,39 @@ function pageJson(page: FeedPage, epoch: string): string {
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, notifier, lifecycle, metrics } = services;
+  const { store, notifier, lifecycle, metrics, watchers } = services;
 
   app.get('/v1/changes', { schema: changesSchema }, async (req, reply) => {
     const { after, limit, wait, epoch } = req.query;
-    const prefix = checkPrefix(req.query.prefix);
+    const filter = checkWatchFilter(req.query.prefix, req.query.key);
     checkEpoch(epoch, store.epoch);
     const deadline = Date.now() + wait * 1000;
-    const query = { after, prefix, limit, maxChars: CHANGES_PAGE_CHARS };
+    const query = { ...filter, after, limit, maxChars: CHANGES_PAGE_CHARS };
 
-    let page = await readFeed(store, query);
-    if (page.records.length === 0 && wait > 0) {
+    // A client that left while its read waited for its turn is not read for.
+    const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
+    let page = await readFeed(store, query, gone);
+    // Waits only at the head: a filtered read that stopped at its scan bound answers at
+    // once with the position it reached, and the reader continues from there.
+    if (page.records.length === 0 && page.next >= page.head && wait > 0) {
+      const release = watchers.acquire();
       const lifetime = requestLifetime(reply, lifecycle.shutdown);
       const waiter = new RepeatedWaiter(notifier, lifetime.signal);
       const closed = metrics.openStream('long_poll', req.raw);
       try {
-        // Woken by every commit; commits of other prefixes just mean another look.
+        // Woken by every commit; commits of other keys just mean another look, at the
+        // records committed since the last one only.
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
-          if (notifier.head <= page.head) await waiter.wait(deadline);
-          page = await readFeed(store, query);
+          if (notifier.head <= page.next) await waiter.wait(deadline);
+          if (lifetime.signal.aborted) break;
+          page = await readFeed(store, { ...query, after: page.next }, gone);
+          if (page.next < page.head) break;
         }
       } finally {
         waiter.close();
         lifetime.dispose();
         closed();
+        release();
       }
     }
     return sendJsonText(reply, pageJson(page, store.epoch));

@@ -6,6 +6,7 @@ import { etag, notModified, writeCondition } from '../http/preconditions.js';
 import { entryJson, failureAnswer, jsonAnswer, recordJson } from '../contract/render.js';
 import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
+import { exactBody } from '../writes/exact-numbers.js';
 import { sendJsonText, submitWrite, valueText } from '../writes/write-request.js';
 
 /**
@@ -31,7 +32,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
 
   app.put('/v1/keys/:key', { schema: putKeySchema, bodyLimit: config.maxValueBytes + 64 * 1024 }, async (req, reply) => {
     const key = checkKey(req.params.key);
-    const value = valueText(req.body.value, config.maxValueBytes);
+    const value = valueText(req.body.value, config.maxValueBytes, {}, exactBody(req.body)?.value);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
     return submitWrite(batcher, req, reply, [{ op: 'set', key, value, ...condition }], (outcome) => {
       if (!outcome.ok) return failureAnswer(outcome.failure, false);

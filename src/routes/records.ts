@@ -6,9 +6,11 @@ import { failureAnswer, jsonAnswer } from '../contract/render.js';
 import { postRecordsSchema, type BatchItem, type Static } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import type { WriteOp } from '../store/log-store.js';
+import { exactBody, exactText } from '../writes/exact-numbers.js';
 import { submitWrite, valueText } from '../writes/write-request.js';
 
-function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: number): WriteOp {
+/** `exact`: the same item from a lossless parse, when the body holds a number JSON.parse changed. */
+function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: number, exact?: Record<string, unknown>): WriteOp {
   const key = checkKey(item.key, { index });
   const invalid = (message: string) => new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
   if (item.ifOffset !== undefined && item.ifAbsent !== undefined) {
@@ -23,13 +25,16 @@ function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: numb
     case 'set':
       if (!hasValue) throw invalid('a set needs "value"');
       if (item.by !== undefined) throw invalid('"by" belongs to op "incr"');
-      return { op: 'set', key, value: valueText(item.value, maxValueBytes, { index }), ...condition };
+      return { op: 'set', key, value: valueText(item.value, maxValueBytes, { index }, exact?.value), ...condition };
     case 'delete':
       if (hasValue || item.by !== undefined) throw invalid('a delete takes no "value" or "by"');
       return { op: 'delete', key, ...condition };
     case 'incr':
       if (hasValue) throw invalid('an incr takes "by", not "value"');
       if (item.by === undefined) throw invalid('an incr needs "by"');
+      if (exact !== undefined && exactText(exact.by) !== JSON.stringify(item.by)) {
+        throw invalid('"by" is a number a double cannot hold exactly; increments are whole numbers within ±(2^53 - 1)');
+      }
       return { op: 'incr', key, by: item.by, ...condition };
   }
 }
@@ -40,7 +45,8 @@ export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
   const bodyLimit = Math.min(8 * config.maxValueBytes, 1024 * 1024 * 1024) + 64 * 1024;
 
   app.post('/v1/records', { schema: postRecordsSchema, bodyLimit }, async (req, reply) => {
-    const ops = req.body.records.map((item, index) => toOp(item, index, config.maxValueBytes));
+    const exact = exactBody(req.body)?.records as Record<string, unknown>[] | undefined;
+    const ops = req.body.records.map((item, index) => toOp(item, index, config.maxValueBytes, exact?.[index]));
     return submitWrite(batcher, req, reply, ops, (outcome) => {
       if (!outcome.ok) return failureAnswer(outcome.failure, true);
       const records = outcome.applied;

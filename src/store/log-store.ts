@@ -123,12 +123,25 @@ export interface ChangesQuery {
   /** Exclusive: records with offset > after. */
   after: number;
   prefix: string;
+  /** Only this exact key's records (with `prefix` empty); undefined: no key filter. */
+  key?: string;
+  /**
+   * A filtered read (`prefix` or `key`) examines only offsets up to `after + scan`, so
+   * that a filter matching little never reads the whole log in one request.
+   */
+  scan?: number;
   limit: number;
   /**
    * The page also stops once its keys and values hold this many characters (it always
    * holds at least one record), so large values cannot make a page unbounded.
    */
   maxChars?: number;
+}
+
+/** The last offset a changes read may examine: bounded only when it filters. */
+export function changesUntil(query: ChangesQuery): number {
+  const filtered = query.prefix !== '' || query.key !== undefined;
+  return filtered && query.scan !== undefined ? query.after + query.scan : Number.MAX_SAFE_INTEGER;
 }
 
 export interface ChangesPage {
@@ -139,6 +152,8 @@ export interface ChangesPage {
   horizon: number;
   /** True when the page stopped at `limit` or `maxChars`: more records may follow. */
   full: boolean;
+  /** When not full: every offset up to here (at most head) was examined. */
+  examined: number;
 }
 
 /**

@@ -173,7 +173,10 @@ function conditionFailure(op: WriteOp, liveOffset: number | null, index: number)
 /** An incr's result on the live value's JSON text (null: absent, counts as 0); NaN when refused. */
 function incremented(by: number, liveValue: string | null): number {
   const base = liveValue === null ? 0 : (JSON.parse(liveValue) as unknown);
-  const sum = typeof base === 'number' ? base + by : NaN;
+  // A stored number kept as written that a double does not hold (12345678901234567890,
+  // 1.0000000000000000001) is not one incr can add to without changing it.
+  const exact = typeof base === 'number' && (liveValue === null || JSON.stringify(base) === liveValue);
+  const sum = exact ? base + by : NaN;
   return Math.abs(sum) <= Number.MAX_SAFE_INTEGER ? sum : NaN;
 }
 

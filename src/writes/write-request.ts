@@ -2,6 +2,7 @@
 // Shared by PUT and DELETE /v1/keys/{key} and POST /v1/records.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
+import { exactBody, exactText } from './exact-numbers.js';
 import { fingerprint, idempotencyKey } from './idempotency.js';
 import type { Answer, WriteOp, WriteOutcome } from '../store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
@@ -21,16 +22,17 @@ function hasNonFiniteNumber(value: unknown): boolean {
  * The JSON text of a value, refused with 413 when larger than `maxBytes` and with 400
  * when too deeply nested to serialise or holding a number beyond a double's range.
  */
-export function valueText(value: unknown, maxBytes: number, details: Record<string, unknown> = {}): string {
+export function valueText(value: unknown, maxBytes: number, details: Record<string, unknown> = {}, exact?: unknown): string {
   let text: string;
   try {
-    text = JSON.stringify(value);
+    // `exact`: the same value from a lossless parse (exact-numbers.ts), numbers as written.
+    text = exact === undefined ? JSON.stringify(value) : exactText(exact);
   } catch {
     throw new ApiError('invalid_request', 'value is nested too deeply', details);
   }
   // JSON.stringify writes ±Infinity as null: refuse such a value rather than store
-  // another one. Only a text with "null" in it can hide one.
-  if (text.includes('null') && hasNonFiniteNumber(value)) {
+  // another one. Only a text with "null" in it can hide one (or any exact text).
+  if ((exact !== undefined || text.includes('null')) && hasNonFiniteNumber(value)) {
     throw new ApiError('invalid_request', 'value has a number beyond the range of a double (about ±1.8e308)', details);
   }
   const bytes = Buffer.byteLength(text, 'utf8');
@@ -59,7 +61,8 @@ export async function submitWrite(
       path: `${request.routeOptions.url} ${JSON.stringify(request.params)}`,
       ifMatch: request.headers['if-match'],
       ifNoneMatch: request.headers['if-none-match'],
-      body: request.body,
+      // Two bodies that differ only in digits a double cannot hold differ here too.
+      body: exactBody(request.body) === undefined ? request.body : { exact: exactText(exactBody(request.body)) },
     }),
   };
   const result = await batcher.submit({ ops, render, ...(idempotency ? { idempotency } : {}) });

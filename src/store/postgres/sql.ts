@@ -88,14 +88,17 @@ export const LIST_SQL = `
 export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts FROM (${LIVE_PAGE_SQL}) p ORDER BY key`;
 
 /**
- * Records after $1 with prefix range [$2, $3), at most $4 and, with $5, about $5 bytes
- * (see sizeBounded), with head and horizon, in one snapshot.
+ * Records in ($1, $6] with prefix range [$2, $3) and, with $7, exactly key $7, at most $4
+ * and, with $5, about $5 bytes (see sizeBounded), with head and horizon, in one snapshot.
+ * ($1, $6] is a range of the primary key: a filter that matches little examines at most
+ * $6 - $1 rows.
  */
 export const CHANGES_SQL = `
   WITH m AS (SELECT head, horizon FROM meta WHERE id = 1)
   SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken FROM m LEFT JOIN LATERAL (${sizeBounded(
     `SELECT seq, key, op, value, ts FROM log
-      WHERE seq > $1 AND key >= $2 AND ($3::text IS NULL OR key < $3)
+      WHERE seq > $1 AND seq <= $6 AND key >= $2 AND ($3::text IS NULL OR key < $3)
+        AND ($7::text IS NULL OR key = $7)
       ORDER BY seq LIMIT $4`,
     'seq',
     '$5',

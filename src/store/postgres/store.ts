@@ -35,7 +35,7 @@ import type {
   CompactionBudget,
   CompactionPolicy,
 } from '../log-store.js';
-import { HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, HISTORY_SCAN_RECORDS } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
@@ -245,12 +245,15 @@ export class PgStore implements LogStore {
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
     type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    const until = changesUntil(query);
     const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
       query.after,
       query.prefix,
       prefixUpperBound(query.prefix),
       query.limit,
       query.maxChars ?? null,
+      until,
+      query.key ?? null,
     ]);
     const { head, horizon } = rows[0]!;
     this.learn({ head, horizon }, true);
@@ -260,7 +263,8 @@ export class PgStore implements LogStore {
       records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
     }
     const taken = rows[0]!.taken ?? 0;
-    return { records, head, horizon, full: records.length === query.limit || records.length < taken };
+    const full = records.length === query.limit || records.length < taken;
+    return { records, head, horizon, full, examined: Math.min(head, until) };
   }
 
   async history(query: HistoryQuery): Promise<HistoryPage> {

@@ -42,10 +42,19 @@ export function liveEntriesParams(prefix: string, afterKey: string | null, limit
   return { from: resume ? afterKey : prefix, exclude: afterKey, upper: prefixUpperBound(prefix), limit };
 }
 
-/** Records after @after with a prefix (@lower, @upper), in offset order. */
+/**
+ * Records in (@after, @until] with a prefix (@lower, @upper), in offset order: a range
+ * of the primary key, so a filter that matches little examines at most @until - @after rows.
+ */
 export const RECORDS_AFTER_SQL = `
   SELECT seq AS offset, key, op, value, ts FROM log
-  WHERE seq > @after AND key >= @lower AND key < CAST(@upper AS TEXT)
+  WHERE seq > @after AND seq <= @until AND key >= @lower AND key < CAST(@upper AS TEXT)
+  ORDER BY seq LIMIT @limit`;
+
+/** One key's records in (@after, @until], in offset order (the same range as RECORDS_AFTER_SQL). */
+export const KEY_RECORDS_AFTER_SQL = `
+  SELECT seq AS offset, key, op, value, ts FROM log
+  WHERE seq > @after AND seq <= @until AND key = @key
   ORDER BY seq LIMIT @limit`;
 
 /**

@@ -14,7 +14,17 @@ import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
-import { HISTORY_SCAN_END_SQL, KEY_HISTORY_SQL, LIVE_ENTRIES_SQL, RECORDS_AFTER_SQL, liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
+import {
+  HISTORY_SCAN_END_SQL,
+  KEY_HISTORY_SQL,
+  KEY_RECORDS_AFTER_SQL,
+  LIVE_ENTRIES_SQL,
+  RECORDS_AFTER_SQL,
+  liveEntriesParams,
+  prefixUpperBound,
+  takePage,
+  toRecord,
+} from './sql.js';
 import type {
   ChangesPage,
   ChangesQuery,
@@ -34,7 +44,7 @@ import type {
   WriteRequest,
   WriteResult,
 } from '../log-store.js';
-import { HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, HISTORY_SCAN_RECORDS } from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -135,6 +145,7 @@ export class SqliteStore implements LogStore {
       ),
       list: db.prepare(LIVE_ENTRIES_SQL),
       changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
+      keyChanges: db.prepare(KEY_RECORDS_AFTER_SQL).raw(true),
       history: db.prepare(KEY_HISTORY_SQL).raw(true),
       historyScanEnd: db.prepare(HISTORY_SCAN_END_SQL).pluck(),
       claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
@@ -235,16 +246,22 @@ export class SqliteStore implements LogStore {
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
-    const params = { after: query.after, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit: query.limit };
+    const until = changesUntil(query);
+    const { after, limit } = query;
+    const rows =
+      query.key !== undefined
+        ? this.sql.keyChanges.iterate({ after, until, key: query.key, limit })
+        : this.sql.changes.iterate({ after, until, lower: query.prefix, upper: prefixUpperBound(query.prefix), limit });
     const { rows: records, stoppedByChars } = takePage(
-      this.sql.changes.iterate(params) as IterableIterator<unknown[]>,
+      rows as IterableIterator<unknown[]>,
       toRecord,
       (record) => record.key.length + (record.value?.length ?? 0),
       query.maxChars,
     );
     const full = stoppedByChars || records.length === query.limit;
     // Synchronous: nothing can commit between the read and these.
-    const page = { records, head: this.meta.head, horizon: this.meta.horizon, full };
+    const head = this.meta.head;
+    const page = { records, head, horizon: this.meta.horizon, full, examined: Math.min(head, until) };
     await this.durable(page.head);
     return page;
   }

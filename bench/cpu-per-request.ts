@@ -1,0 +1,74 @@
+// CPU time a request, from /proc, of servers that differ by build or by environment:
+// the c = 50 PUT load on each in turn (the first side rotating), for the same rounds.
+// CPU time a request is what a code change moves even when the shared machine's other
+// jobs move the req/s; the servers' req/s and p99 are shown beside it.
+//   npx tsx bench/cpu-per-request.ts [--rounds 6 --seconds 3] 'name=entry[;ENV=value...]' ...
+// where entry is a compiled server (dist/server.js, or a build of a variant in .variant-x/).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Command } from 'commander';
+import { loadAverage } from './facts.js';
+import { processSeconds } from './cpu-share.js';
+import { alternate, ratios } from './figure.js';
+import { round, startStatelog, summary, type Server } from './lib.js';
+import { load, prebuilt } from './load.js';
+import { putRequest } from './write.js';
+
+const program = new Command('bench/cpu-per-request.ts')
+  .argument('<sides...>', "name=entry[;ENV=value...] (the first side is the baseline)")
+  .option('--rounds <n>', 'rounds', Number, 6)
+  .option('--seconds <n>', 'seconds of load a side a round', Number, 3)
+  .option('--rate <n>', 'PUTs a second in all instead of as fast as answered: the same group sizes for every side', Number)
+  .option('--out <file>', 'also write the figures as JSON (bench/results/<date>-cpu-variants.json is shown by bench/report.ts)')
+  .option('--note <text...>', 'notes kept with the figures (shown under the table)')
+  .parse();
+const options = program.opts<{ rounds: number; seconds: number; rate?: number; out?: string; note?: string[] }>();
+const put = (url: string, seconds: number) => load({ url, connections: 50, seconds, requests: prebuilt(putRequest), ...(options.rate ? { rate: options.rate } : {}) });
+const loadBefore = loadAverage();
+
+const sides = program.args.map((arg) => {
+  const [name, rest] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+  const [entry, ...envs] = rest.split(';');
+  if (!name || !entry) throw new Error(`not name=entry[;ENV=value...]: ${arg}`);
+  return { name, entry, env: Object.fromEntries(envs.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])) };
+});
+const names = sides.map((s) => s.name);
+const servers = new Map<string, Server>();
+try {
+  for (const side of sides) {
+    // Access-log lines go into a pipe that is read and dropped, as a log shipper would take them.
+    servers.set(side.name, await startStatelog(side.env, { entry: side.entry, output: 'discard' }));
+  }
+  for (const name of names) await put(servers.get(name)!.url, 1);
+  const runs = await alternate(options.rounds, names, async (name, index) => {
+    const pid = servers.get(name)!.proc.pid!;
+    const before = processSeconds(pid);
+    const result = await put(servers.get(name)!.url, options.seconds);
+    const cpuUs = ((processSeconds(pid) - before) * 1e6) / result.requests;
+    console.log(`round ${index + 1}: ${name} ${result.rps.toFixed(0)} req/s, p99 ${result.p99.toFixed(1)} ms, ${cpuUs.toFixed(1)} µs CPU a request`);
+    return { rps: result.rps, p99: result.p99, cpuUs };
+  });
+  const pick = (name: string, field: 'rps' | 'p99' | 'cpuUs') => runs[name]!.map((r) => r[field]);
+  console.log('\nmedian of the rounds [min – max]:');
+  const figures = [];
+  for (const name of names) {
+    const cpu = summary(pick(name, 'cpuUs'));
+    const cpuRatio = summary(ratios(pick(name, 'cpuUs'), pick(names[0]!, 'cpuUs')));
+    const rps = summary(pick(name, 'rps'));
+    figures.push({ name, cpuUs: cpu, ratioToFirst: cpuRatio, rps, p99: summary(pick(name, 'p99')) });
+    console.log(
+      `${name}: ${round(cpu.median, 1)} µs CPU a request [${round(cpu.min, 1)} – ${round(cpu.max, 1)}], ` +
+        `${round(cpuRatio.median, 3)} × ${names[0]}'s [${round(cpuRatio.min, 3)} – ${round(cpuRatio.max, 3)}]; ` +
+        `${Math.round(rps.median)} req/s, p99 ${round(summary(pick(name, 'p99')).median)} ms`,
+    );
+  }
+  if (options.out) {
+    const command = `npx tsx bench/cpu-per-request.ts --rounds ${options.rounds} --seconds ${options.seconds}${options.rate ? ` --rate ${options.rate}` : ''} ${program.args.map((a) => `'${a}'`).join(' ')}`;
+    const saved = { at: new Date().toISOString(), command, rounds: options.rounds, seconds: options.seconds, rate: options.rate ?? null, load: { before: loadBefore, after: loadAverage() }, sides: figures, notes: options.note ?? [] };
+    mkdirSync(dirname(options.out), { recursive: true });
+    writeFileSync(options.out, `${JSON.stringify(saved, null, 2)}\n`);
+    console.log(`results: ${options.out}`);
+  }
+} finally {
+  for (const server of servers.values()) await server.stop();
+}

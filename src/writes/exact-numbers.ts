@@ -1,0 +1,66 @@
+// Numbers as written. JSON.parse turns every number into a double, so 12345678901234567890
+// would be stored as 12345678901234567000 and 1.0 as 1. A body holding a number whose
+// text JSON.stringify would not give back is also parsed losslessly (lossless-json), and
+// values and fingerprints are taken from that parse. Most bodies hold no such number: a
+// scan of the text for what could be one keeps them on the plain path.
+import { isLosslessNumber, parse as parseLossless, stringify as stringifyLossless } from 'lossless-json';
+import { ApiError } from '../contract/errors.js';
+
+/** What any number that JSON.stringify would write differently contains: 16+ digits, a fraction, an exponent, or -0. */
+const MAYBE_INEXACT = /\d{16}|\d[.eE]|-0/;
+/** Number-like runs of the text (inside strings too: a false match only costs the lossless parse). */
+const NUMBER_TEXT = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+const exactBodies = new WeakMap<object, unknown>();
+
+function rewritten(text: string): boolean {
+  return JSON.stringify(Number(text)) !== text;
+}
+
+function holdsRewrittenNumber(tree: unknown): boolean {
+  const pending = [tree];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (isLosslessNumber(next)) {
+      if (rewritten(next.value)) return true;
+    } else if (next !== null && typeof next === 'object') {
+      for (const child of Object.values(next)) pending.push(child);
+    }
+  }
+  return false;
+}
+
+/**
+ * Keeps a lossless parse of `text` beside `parsed` (its JSON.parse) when some number in
+ * it would not come back as written; exactBody() finds it.
+ */
+export function keepExactNumbers(text: string, parsed: unknown): void {
+  if (parsed === null || typeof parsed !== 'object' || !MAYBE_INEXACT.test(text)) return;
+  let suspect = false;
+  for (const match of text.matchAll(NUMBER_TEXT)) {
+    if (rewritten(match[0])) {
+      suspect = true;
+      break;
+    }
+  }
+  if (!suspect) return;
+  let tree: unknown;
+  try {
+    tree = parseLossless(text);
+  } catch (err) {
+    // JSON.parse took it, so this is a member name given twice (JSON.parse keeps the last).
+    const detail = err instanceof Error ? err.message : String(err);
+    throw new ApiError('invalid_json', `the body holds a number kept as written and ${detail}; give each member once`);
+  }
+  if (holdsRewrittenNumber(tree)) exactBodies.set(parsed, tree);
+}
+
+/** The lossless parse kept for a parsed body, if it holds a number JSON.parse changed. */
+export function exactBody(body: unknown): Record<string, unknown> | undefined {
+  return body !== null && typeof body === 'object' ? (exactBodies.get(body) as Record<string, unknown> | undefined) : undefined;
+}
+
+/** JSON text of part of a lossless parse, numbers as written. */
+export function exactText(tree: unknown): string {
+  return stringifyLossless(tree) ?? 'null';
+}

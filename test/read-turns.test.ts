@@ -1,0 +1,43 @@
+// Feed reads take turns with the rest of the event loop: queued reads run a slice at a
+// time, other callbacks run between slices, and a reader gone by its turn is not read for.
+import { describe, expect, it } from 'vitest';
+import { ReadTurns } from '../src/feed/read-turns.js';
+
+/** Holds the event loop for `ms`, as a synchronous SQLite read does. */
+function busy(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
+describe('ReadTurns', () => {
+  it('lets other callbacks run between slices of queued reads', async () => {
+    const turns = new ReadTurns();
+    let done = 0;
+    const reads = Array.from({ length: 100 }, () =>
+      turns.run(async () => {
+        busy(1);
+        done += 1;
+      }),
+    );
+    // A request that arrives while the reads are queued: it runs after one slice, not after all.
+    const doneWhenOtherRan = await new Promise<number>((resolve) => setImmediate(() => setImmediate(() => resolve(done))));
+    await Promise.all(reads);
+    expect(done).toBe(100);
+    expect(doneWhenOtherRan).toBeGreaterThan(0);
+    expect(doneWhenOtherRan).toBeLessThan(20);
+  });
+
+  it('drops a reader gone by its turn without reading, and keeps going after a read that throws', async () => {
+    const turns = new ReadTurns();
+    let reads = 0;
+    const gone = turns.run(async () => (reads += 1), () => true);
+    const throwing = turns.run((): Promise<number> => {
+      throw new Error('read failed');
+    });
+    const kept = turns.run(async () => (reads += 1));
+    await expect(gone).rejects.toMatchObject({ statusCode: 503 });
+    await expect(throwing).rejects.toThrow('read failed');
+    expect(await kept).toBe(1);
+    expect([reads, turns.waiting]).toEqual([1, 0]);
+  });
+});
