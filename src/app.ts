@@ -3,6 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { isUtf8 } from 'node:buffer';
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
 import { Ajv } from 'ajv';
 import Fastify, {
   LogController,
@@ -34,8 +37,10 @@ import { uiRoutes } from './routes/ui.js';
 import type { AppServices, Lifecycle } from './services.js';
 import { trackConnections } from './http/silent-connections.js';
 import { SnapshotSlots } from './feed/snapshot-slots.js';
+import { SpoolBudget } from './feed/snapshot-spool.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
 import { openStore } from './store/open-store.js';
+import { StoreFaults } from './store/unavailable.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 import { keepExactNumbers } from './writes/exact-numbers.js';
 
@@ -160,8 +165,23 @@ export const CORS_HEADERS = {
   exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate'],
 };
 
-export async function buildApp(config: Config): Promise<App> {
-  const store = await openStore(config);
+export interface BuildOptions {
+  /**
+   * A failed fsync: nothing more can be promised durable (the kernel may have dropped
+   * the pages), so the process must stop; by default the app stops serving writes.
+   */
+  onFatal?: (err: Error) => void;
+}
+
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
+  /** Logs a fatal error once the app's logger exists. */
+  let logFatal: (err: Error) => void = () => {};
+  const store = await openStore(config, {
+    onFatal: (err) => {
+      logFatal(err);
+      options.onFatal?.(err);
+    },
+  });
   const notifier = new ChangeNotifier();
   notifier.publish(store.position().head);
   const metrics = new Metrics(store);
@@ -176,8 +196,9 @@ export async function buildApp(config: Config): Promise<App> {
   // Every open stream and long poll listens for shutdown: no leak at any count.
   setMaxListeners(0, shutdown.signal);
   const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
+  const faults = new StoreFaults();
   const watchers = new WatcherSlots(config.maxWatchers);
-  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics, watchers };
+  const services: AppServices = { config, store, batcher, notifier, lifecycle, metrics, watchers, faults };
   const auth = config.tokens && new Authenticator(config.tokens);
   const accessLog = new AccessLog();
 
@@ -216,6 +237,7 @@ export async function buildApp(config: Config): Promise<App> {
       return errorHandler(new ApiError(code, message), req, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  logFatal = (err) => app.log.fatal({ err }, 'an fsync failed: nothing more can be promised durable; the process stops');
 
   // Commits of other nodes sharing the database wake this node's readers too.
   const unwatch = store.watchHead(
@@ -224,7 +246,10 @@ export async function buildApp(config: Config): Promise<App> {
   );
 
   app.setValidatorCompiler(validatorCompiler());
-  app.setErrorHandler(errorHandler);
+  app.setErrorHandler((err: Error, req, reply) => {
+    faults.observe(err);
+    return errorHandler(err, req, reply);
+  });
   app.setNotFoundHandler(notFoundHandler);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
@@ -297,10 +322,13 @@ export async function buildApp(config: Config): Promise<App> {
     totalDurationMs: compactor.durationMsTotal,
     lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
   }));
-  await app.register(adminRoutes, { compactor });
+  await app.register(adminRoutes, { compactor, faults });
   await app.register(operationsRoutes, { services, lastCompaction: () => compactor.lastCompaction });
   // Snapshots and snapshot=true streams share one limit.
-  const slots = new SnapshotSlots(config.maxSnapshots);
+  const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
+  // Made now, so that a folder that cannot be made stops the start, not the first snapshot.
+  mkdirSync(spoolDir, { recursive: true });
+  const slots = new SnapshotSlots(config.maxSnapshots, { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) });
   await app.register(snapshotRoutes, { services, slots });
   await app.register(changesRoutes, { services });
   await app.register(changeStreamRoutes, { services, slots });

@@ -21,7 +21,13 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
 
   let app: App;
   try {
-    app = await buildApp(config);
+    app = await buildApp(config, {
+      // The log line is written by the app; a restart recovers from the WAL on disk.
+      onFatal: (err) => {
+        process.stderr.write(`statelog: stopping: ${err.message}; nothing more can be acknowledged as durable\n`);
+        process.exit(1);
+      },
+    });
   } catch (err) {
     fail(`cannot open the database ${describeStore(config)}: ${err instanceof Error ? err.message : String(err)}`);
   }

@@ -5,6 +5,7 @@ import type { ChangeNotifier } from './feed/change-notifier.js';
 import type { Metrics } from './metrics.js';
 import type { WatcherSlots } from './feed/watcher-slots.js';
 import type { LogStore } from './store/log-store.js';
+import type { StoreFaults } from './store/unavailable.js';
 import type { WriteBatcher } from './writes/write-batcher.js';
 
 export interface Lifecycle {
@@ -22,6 +23,8 @@ export interface AppServices {
   lifecycle: Lifecycle;
   /** Streams, long polls and snapshots report themselves here (metrics.openStream). */
   metrics: Metrics;
+  /** Errors from the database are shown here: a corrupt database fails readiness for good. */
+  faults: StoreFaults;
   /** The cap on long polls and change streams open at once. */
   watchers: WatcherSlots;
 }

@@ -31,9 +31,10 @@ async function openSnapshot(
   slots: SnapshotSlots,
   store: LogStore,
   filter: { prefix: string; key?: string },
+  signal: AbortSignal,
 ): Promise<{ reader: SnapshotReader; release: () => void }> {
-  if (filter.key === undefined) return slots.open(store, filter.prefix);
-  const opened = await slots.open(store, filter.key);
+  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', signal);
+  const opened = await slots.open(store, filter.key, 'record', signal);
   return { reader: new OneKeySnapshot(opened.reader, filter.key), release: opened.release };
 }
 
@@ -69,7 +70,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     }
 
     const release = watchers.acquire();
-    const opening = withSnapshot ? openSnapshot(options.slots, store, filter) : null;
+    const opening = withSnapshot ? openSnapshot(options.slots, store, filter, lifecycle.shutdown) : null;
     const snapshot = await opening?.catch((err: unknown) => {
       release();
       throw err;
@@ -91,7 +92,12 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     lifecycle.shutdown.addEventListener('abort', onShutdown, { once: true });
 
     const stream = pullStream(
-      () => source.next(),
+      () =>
+        source.next().catch((err: unknown) => {
+          // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
+          options.services.faults.observe(err);
+          throw err;
+        }),
       () => {
         lifecycle.shutdown.removeEventListener('abort', onShutdown);
         lifetime.dispose();
@@ -99,6 +105,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
         closed();
         release();
       },
+      { stalled: { socket: req.raw.socket, ms: options.services.config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
     );
     return reply
       .type('text/event-stream; charset=utf-8')
