@@ -624,7 +624,7 @@ const cases: Case[] = [
     check: (res) => expect(JSON.parse(events(res)[0]!.data!)).toMatchObject({ key: 'st/r', value: 2 }),
   },
   ...[
-    ['snapshot=true&after=0', {}], ['snapshot=maybe', {}], ['after=-1', {}], ['prefix=%00', {}], ['limit=10', {}],
+    ['snapshot=true&after=0', {}], ['snapshot=maybe', {}], ['after=-1', {}], ['prefix=%00', {}], ['after=1&after=2', {}],
     ['', { 'last-event-id': 'abc' }], ['', { 'last-event-id': '1 2' }],
   ].map(
     ([query, headers]): Case => ({
@@ -632,25 +632,37 @@ const cases: Case[] = [
       send: (t) => stream(t, query as string, headers as Record<string, string>),
     }),
   ),
+  ...(
+    [
+      ['offset_ahead', 'after beyond the head', async (t) => {
+        const { body } = await put(t, 'st/ahead', { value: 1 });
+        return [`after=${body.offset + 1000}`, {}];
+      }],
+      ['epoch_changed', 'snapshot=true for another epoch', async () => [`snapshot=true&epoch=${OTHER_EPOCH}`, {}]],
+      ['offset_compacted', 'a Last-Event-ID below the horizon', async (t) => {
+        const { body } = await batch(t, [{ key: 'st/gone', value: 1 }, { key: 'st/gone', op: 'delete' }]);
+        await t.http.post('/v1/admin/compact');
+        return ['after=0', { 'last-event-id': String(body.offset - 1) }];
+      }],
+    ] as [string, string, (t: Caller) => Promise<[string, Record<string, string>]>][]
+  ).map(
+    ([code, name, position]): Case => ({
+      route: STREAM, status: 200, name: `event: reset for ${name} (${code}), then the end`,
+      send: async (t) => {
+        const [query, headers] = await position(t);
+        return stream(t, query, headers, (s) => s.ended);
+      },
+      check: (res) => {
+        const received = events(res);
+        expect(received.map((e) => e.event)).toEqual(['reset']);
+        const { error } = JSON.parse(received[0]!.data!);
+        expect(error).toMatchObject({ code, horizon: expect.any(Number), epoch: expect.stringMatching(/^[0-9a-f]{32}$/) });
+      },
+    }),
+  ),
   {
-    route: STREAM, status: 410, code: 'offset_ahead', name: 'after beyond the head',
-    send: async (t) => {
-      const { body } = await put(t, 'st/ahead', { value: 1 });
-      return stream(t, `after=${body.offset + 1000}`);
-    },
-  },
-  {
-    route: STREAM, status: 410, code: 'epoch_changed', name: 'snapshot=true for another epoch',
-    send: (t) => stream(t, `snapshot=true&epoch=${OTHER_EPOCH}`),
-  },
-  {
-    route: STREAM, status: 410, code: 'offset_compacted', name: 'a Last-Event-ID below the horizon',
-    send: async (t) => {
-      const { body } = await batch(t, [{ key: 'st/gone', value: 1 }, { key: 'st/gone', op: 'delete' }]);
-      await t.http.post('/v1/admin/compact');
-      return stream(t, 'after=0', { 'last-event-id': String(body.offset - 1) });
-    },
-    check: (res) => expect(res.body.error.horizon).toBeGreaterThan(0),
+    route: STREAM, status: 200, name: 'query parameters it does not take are ignored',
+    send: (t) => stream(t, 'after=0&_=1764400000000&limit=10'),
   },
 
   // POST /v1/admin/compact
