@@ -6,7 +6,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
-import { json, startApp, tempDir, testStore, type TestApp, type TestStore } from './helpers.js';
+import { json, startApp, tempDir, testStore, type TestApp, type TestStore } from './support/helpers.js';
 import { spawnServer, type UrlServer } from './support/child-server.js';
 import { cli, cliPiped, cliProcess } from './support/cli.js';
 import { portOf } from './support/http.js';

@@ -4,7 +4,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StateMirror, StatelogClient, StatelogError, type LogRecord, type RetryEvent, type WatchEvent } from '@statelog/client';
-import { json, startApp, tempDir, testStore, type TestStore } from './helpers.js';
+import { json, startApp, tempDir, testStore, type TestStore } from './support/helpers.js';
 import { portOf } from './support/http.js';
 import { spawnServer, type UrlServer } from './support/child-server.js';
 import { cuttableProxy } from './support/flaky-proxy.js';

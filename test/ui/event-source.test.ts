@@ -3,7 +3,7 @@
 // would show it only a bare `error`), and a cache-buster in the URL does not close it.
 import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from '../helpers.js';
+import { json, startApp, type TestApp } from '../support/helpers.js';
 import { cuttableProxy, type CuttableProxy } from '../support/flaky-proxy.js';
 import { portOf } from '../support/http.js';
 import { launchChromium, newVisit, SKIP_BROWSER_TESTS, type Visit } from './browser.js';
