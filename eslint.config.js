@@ -23,7 +23,7 @@ export default tseslint.config(
 
   // The parts of the system, kept apart (test/lint-boundaries.test.ts shows a breach fails).
   // Later entries for the same files win, so each part states all of its bans in one entry.
-  boundary(['src/**/*.ts'], '(^|/)(test|bench)/', 'the service never imports tests or benchmarks'),
+  boundary(['src/**/*.ts'], '(^|/)(test|bench|harness)/', 'the service never imports tests, benchmarks or their harness'),
   boundary(
     ['packages/client/**/*.ts'],
     '^\\.\\./(?!\\.\\./\\.\\./src/contract/(?!render\\.js$))|^(fastify|@fastify/.+|better-sqlite3|pg|pino|prom-client|statelog)(/|$)',
@@ -39,5 +39,7 @@ export default tseslint.config(
     '(^|/)(http|routes|writes|feed|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench)/',
     'a store reads and writes the log: it never imports HTTP, routes, the feed or the process',
   ),
+  boundary(['bench/**/*.ts'], '(^|/)test/', 'benchmarks share harness/ with the tests, and import nothing of test/'),
+  boundary(['harness/**/*.ts'], '(^|/)(test|bench)/', 'the harness serves tests and benchmarks: it imports neither'),
   boundary(['ui/**/*.ts'], '^\\.\\./(?!src/contract/)', 'the dashboard imports only the contract (src/contract)'),
 );

@@ -2,7 +2,7 @@ import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
 // The suite runs twice, once per store: the same test files against SQLite and against
-// PostgreSQL (test/helpers.ts reads STATELOG_TEST_STORE). Tests that need the database
+// PostgreSQL (test/support/store-access.ts reads STATELOG_TEST_STORE). Tests that need the database
 // itself (counts from the tables, the horizon, failures, large logs) go through
 // test/support/store-access.ts, which does it for either store.
 /** Tests that only make sense on one store, each with its reason. */
@@ -21,6 +21,7 @@ const STORE_FREE = [
   'test/bench-smoke.test.ts',
   'test/tail-pages.test.ts',
   'test/lint-boundaries.test.ts', // reads eslint.config.js, no store
+  'test/client-abort.test.ts', // how a client's reset is logged: the store plays no part
   // The command-line client speaks HTTP only (its backup and restore are SQLite's): the
   // API it calls is tested on both stores elsewhere, and each of its steps starts a
   // process, half a minute of the suite a store.

@@ -7,7 +7,7 @@
 //   npm run bench:compact                    full size: 10,000,000 records over 100,000 keys
 // Full-size settings: BENCH_RECORDS, BENCH_KEYS, BENCH_RUNS (default 3), BENCH_WRITES_PER_SEC,
 // BENCH_WARMUP_MS, BENCH_BASELINE_MS, BENCH_DIR (scratch space, ~1.5 GB at full size).
-import { keyName } from '../test/fill-log.js';
+import { keyName } from '../harness/fill-log.js';
 import type { Figure, RunSettings } from './figure.js';
 import { envNumber, filledTemplate, httpJson, percentile, round, secondsText, sleep, startStatelog, workingCopy } from './lib.js';
 import { PacedWriter, type WriteSample } from './paced-writer.js';

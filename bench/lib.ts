@@ -1,14 +1,14 @@
 // Shared pieces of the benchmarks: servers in child processes, cached pre-filled logs,
 // statistics and small helpers. Every bench script imports from here.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { fillLog } from '../test/fill-log.js';
+import { fillLog } from '../harness/fill-log.js';
+import { freePort, startServer, type ListeningServer } from '../harness/server-process.js';
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -34,17 +34,7 @@ export interface Server {
   stop(): Promise<void>;
 }
 
-/** A port that was free a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = (probe.address() as AddressInfo);
-      probe.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export interface StartOptions {
   /** Options for node itself (--cpu-prof ...). */
@@ -53,62 +43,40 @@ export interface StartOptions {
   cleanup?: () => void;
   /** A command node runs under (strace ...); stop() then signals node, not the wrapper. */
   wrapper?: string[];
-  /** The server's stdout: shown (default), or read from a pipe and dropped. */
+  /** The server's stdout: shown (default), or dropped. */
   output?: 'inherit' | 'discard';
-  /** How long it may take to answer /healthz (default 60 s; more under valgrind). */
+  /** How long it may take to listen (default 60 s; more under valgrind). */
   startupMs?: number;
 }
 
 /**
  * Starts an entry point (TypeScript through tsx, or compiled JavaScript) on a free port
- * and waits until /healthz answers.
+ * and waits until it listens (harness/server-process.ts, as the tests do).
  */
 export async function startNode(entry: string, env: Record<string, string>, options: StartOptions = {}): Promise<Server> {
-  const port = await freePort();
-  const nodeArgs = [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), ...(options.nodeArgs ?? []), entry];
-  const [command, ...args] = [...(options.wrapper ?? []), process.execPath, ...nodeArgs];
-  const proc = spawn(command!, args, {
-    cwd: ROOT,
-    // Per-request logging is off in benchmarks, for statelog and the baseline alike.
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', options.output === 'discard' ? 'pipe' : 'inherit', 'inherit'],
-  });
-  proc.stdout?.resume();
-  let exited = false;
-  const exit = new Promise<void>((resolve) =>
-    proc.once('exit', () => {
-      exited = true;
-      options.cleanup?.();
-      resolve();
-    }),
-  );
-  const url = `http://127.0.0.1:${port}`;
-  const startupMs = options.startupMs ?? 60_000;
-  const deadline = Date.now() + startupMs;
-  for (;;) {
-    if (exited) throw new Error(`${entry} exited before answering`);
-    if (Date.now() > deadline) {
-      proc.kill('SIGKILL');
-      throw new Error(`${entry} did not answer within ${startupMs / 1000} s`);
-    }
-    try {
-      await fetch(`${url}/healthz`);
-      break;
-    } catch {
-      await sleep(50);
-    }
+  let server: ListeningServer;
+  try {
+    server = await startServer({
+      entry,
+      inheritEnv: true,
+      // Per-request logging is off in benchmarks, for statelog and the baseline alike.
+      env: { LOG_LEVEL: 'warn', ...env },
+      nodeArgs: options.nodeArgs,
+      wrapper: options.wrapper,
+      output: options.output === 'discard' ? 'quiet' : 'inherit',
+      timeoutMs: options.startupMs ?? 60_000,
+    });
+  } catch (err) {
+    options.cleanup?.();
+    throw err;
   }
+  const exit = server.exited.then(() => options.cleanup?.());
   return {
-    url,
-    proc,
-    stop: () => {
-      if (!exited) {
-        // Under a wrapper, node is the wrapper's child: signal it, and the wrapper ends with it.
-        const child = options.wrapper ? Number(readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(' ')[0]) : 0;
-        if (child > 0) process.kill(child, 'SIGTERM');
-        else proc.kill('SIGTERM');
-      }
-      return exit;
+    url: server.url,
+    proc: server.proc,
+    stop: async () => {
+      await server.stop();
+      await exit;
     },
   };
 }

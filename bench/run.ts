@@ -28,6 +28,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['incr', async () => (await import('./incr.js')).incrFigure],
   ['peers', async () => (await import('./peers.js')).peersFigure],
   ['snapshot', async () => (await import('./snapshot.js')).snapshotFigure],
+  ['wal-stalled-reader', async () => (await import('./wal-stalled-reader.js')).walStalledReaderFigure],
   ['fanout', async () => (await import('./fanout.js')).fanoutFigure],
   ['filtered-polls', async () => (await import('./filtered-polls.js')).filteredPollsFigure],
   ['compact', async () => (await import('./compact.js')).compactFigure],

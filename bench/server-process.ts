@@ -1,11 +1,10 @@
 // The statelog server as a child process for the benchmarks, started exactly as in
-// production (src/server.ts), with its resident memory read from /proc.
-import { spawn, type ChildProcess } from 'node:child_process';
+// production (src/server.ts) by harness/server-process.ts, with its resident memory
+// read from /proc.
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { LISTENING_LINE, startServer as startProcess } from '../harness/server-process.js';
 import { processSeconds } from './cpu-share.js';
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 export interface ServerProcess {
   child: ChildProcess;
@@ -18,38 +17,30 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
-/** statelog (src/server.ts), or another entry that prints the same "Server listening at" line. */
+/** statelog (src/server.ts), or another entry that logs the same "Server listening at" line. */
 export async function startServer(env: Record<string, string>, entry = 'src/server.ts'): Promise<ServerProcess> {
-  // SERVER_NODE_ARGS adds flags for the server alone, such as --cpu-prof.
-  const extra = process.env.SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const child = spawn(process.execPath, [...extra, '--import', 'tsx', entry], {
-    cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+  const server = await startProcess({
+    entry,
+    inheritEnv: true,
+    env: { LOG_LEVEL: 'info', ...env },
+    // SERVER_NODE_ARGS adds flags for the server alone, such as --cpu-prof.
+    nodeArgs: process.env.SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [],
+    // Only start-up is of interest; the access log after it is not kept.
+    maxCaptured: 100_000,
+    timeoutMs: 60_000,
+    readyLine: LISTENING_LINE,
   });
-  let output = '';
-  const base = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      // Only start-up is read; access-log lines after it are dropped.
-      if (output.length > 100_000) return;
-      output += chunk.toString();
-      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
-      if (match) resolve(match[1]!);
-    });
-    child.on('exit', (code) => reject(new Error(`the server exited with ${code}: ${output}`)));
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const child = server.proc;
   return {
     child,
-    base,
+    base: server.url,
     rss() {
       const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
       return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
     },
     cpuSeconds: () => processSeconds(child.pid!),
     async stop() {
-      child.kill('SIGTERM');
-      return exited;
+      return (await server.stop()).code;
     },
   };
 }

@@ -7,7 +7,7 @@ import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { seedLiveKeys } from '../test/seed-db.js';
+import { seedLiveKeys } from '../harness/seed-db.js';
 import type { Figure } from './figure.js';
 import { eachRun, mb, type ServerProcess } from './server-process.js';
 

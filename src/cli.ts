@@ -1,39 +1,88 @@
 #!/usr/bin/env node
-// The statelog command: run the server, read and write keys, take snapshots, follow
-// changes, compact, and back up or restore the database file.
-// Exit codes: 0 done; 1 the server refused or failed (not found, precondition, ...);
-// 2 a usage error.
+// The statelog command: run the server, read and write keys, take snapshots, watch
+// changes, compact, and back up or restore (through the server, or the SQLite file).
+import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
-import { readEvents, StatelogClient, StatelogError } from '@statelog/client';
+import { StatelogClient, StatelogError, type WatchEvent } from '@statelog/client';
 import { backupDatabase, restoreDatabase } from './store/sqlite/backup.js';
+
+/** Exit codes, as `--help` lists them. */
+const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
+
+const EXIT_HELP = `
+Exit codes:
+  0  done
+  1  the server answered with an error (not found, failed condition, reset...),
+     or a local file could not be read or written
+  2  usage error (an unknown command or option, a bad value, a URL without http://)
+  3  the server could not be reached, or did not answer in time
+`;
+
+/** A failure with its own line and exit code. */
+class CliFailure extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}
+
+const usage = (message: string): never => {
+  throw new CliFailure(message, EXIT.usage);
+};
+
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 const program = new Command('statelog')
   .description('statelog: a key-value state service backed by a compacted log')
-  .addOption(new Option('--url <url>', 'server URL').env('STATELOG_URL').default('http://127.0.0.1:8080'))
+  .version(VERSION, '-V, --version', 'print the version')
+  .addOption(new Option('--url <url>', 'server URL, with http:// or https://').env('STATELOG_URL').default('http://127.0.0.1:8080'))
   .addOption(new Option('--token <token>', 'bearer token').env('STATELOG_TOKEN'))
   .addOption(new Option('--ca <file>', 'PEM file of the CA that signed an https:// server\'s certificate').env('STATELOG_CA'))
+  .addHelpText('after', EXIT_HELP)
   .showHelpAfterError()
   .exitOverride();
 
+/** The server's URL, refused with one line unless it is http(s)://host[:port][/path]. */
+function serverUrl(): string {
+  const { url } = program.opts<{ url: string }>();
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) usage(`--url ${url} has no scheme: write http://${url} (or https://)`);
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    usage(`--url ${url} is not a URL`);
+  }
+  if (parsed!.protocol !== 'http:' && parsed!.protocol !== 'https:') usage(`--url ${url}: statelog speaks http:// or https://`);
+  return url.replace(/\/+$/, '');
+}
+
 function client(): StatelogClient {
-  const { url, token, ca } = program.opts<{ url: string; token?: string; ca?: string }>();
-  if (!/^https?:\/\//i.test(url)) throw new CommanderError(2, 'statelog.url', `--url must be http:// or https://, got ${url}`);
+  const { token, ca } = program.opts<{ token?: string; ca?: string }>();
+  const url = serverUrl();
   let caPem: Buffer | undefined;
   // An empty STATELOG_CA counts as unset, as shells leave such variables.
   if (ca) {
     try {
       caPem = readFileSync(ca);
     } catch (err) {
-      throw new CommanderError(2, 'statelog.ca', `cannot read --ca ${ca} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      usage(`cannot read --ca ${ca} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     }
   }
-  return new StatelogClient({ url, ...(token ? { token } : {}), ...(caPem ? { ca: caPem } : {}) });
+  // A person waits at the prompt: two quick retries, then the reason.
+  return new StatelogClient({ url, ...(token ? { token } : {}), ...(caPem ? { ca: caPem } : {}), retry: { retries: 2 } });
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
+
+/** Writes a line, waiting while the reader is behind (a pipe into a slow program). */
+async function writeLine(out: NodeJS.WritableStream, line: string): Promise<void> {
+  if (!out.write(`${line}\n`)) await once(out, 'drain');
+}
 
 function parseValue(text: string, asString: boolean): unknown {
   if (asString) return text;
@@ -53,6 +102,39 @@ async function readStdin(): Promise<string> {
   let text = '';
   for await (const chunk of process.stdin) text += chunk;
   return text;
+}
+
+/** A file system error in a few words ("no such file or directory"), without Node's call details. */
+function fsCause(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return message.replace(/^E[A-Z]+: /, '').replace(/, \w+ '.*'$/, '');
+}
+
+/** Opens FILE for writing, or fails with one line (exit 1) if it cannot be. */
+async function openOut(file: string, shown = file): Promise<WriteStream> {
+  const stream = createWriteStream(file);
+  try {
+    await once(stream, 'open');
+  } catch (err) {
+    throw new CliFailure(`cannot write ${shown}: ${fsCause(err)}`, EXIT.refused);
+  }
+  return stream;
+}
+
+async function closeOut(stream: WriteStream, file: string): Promise<void> {
+  try {
+    await new Promise<void>((resolve, reject) => {
+      stream.once('error', reject);
+      stream.end(() => resolve());
+    });
+  } catch (err) {
+    throw new CliFailure(`cannot write ${file}: ${fsCause(err)}`, EXIT.refused);
+  }
+}
+
+/** A progress bar on stderr when it is a terminal, else nothing. */
+function progressBar(format: string): SingleBar | null {
+  return process.stderr.isTTY ? new SingleBar({ format, stream: process.stderr, hideCursor: true }, Presets.shades_classic) : null;
 }
 
 program
@@ -128,8 +210,7 @@ program
   .option('--keys-only', 'print only the keys')
   .action(async (flags: { prefix: string; keysOnly?: boolean }) => {
     for await (const entry of client().list({ prefix: flags.prefix })) {
-      if (flags.keysOnly) process.stdout.write(`${entry.key}\n`);
-      else print(entry);
+      await writeLine(process.stdout, flags.keysOnly ? entry.key : JSON.stringify(entry));
     }
   });
 
@@ -142,41 +223,102 @@ program
     print(await client().incr(key, amount));
   });
 
+/**
+ * Writes a snapshot (its entries as the server wrote them, then the trailer with the
+ * epoch) to FILE, or stdout. A file is written beside and renamed into place once the
+ * trailer checked out, so a cut snapshot never passes for a whole one.
+ */
+async function writeSnapshot(prefix: string, file: string | undefined, label: string): Promise<{ count: number; offset: number; epoch: string }> {
+  const api = client();
+  const partial = file && `${file}.partial`;
+  const out = partial ? await openOut(partial, file) : process.stdout;
+  try {
+    const total = file && process.stderr.isTTY && prefix === '' ? Number((await api.stats()).liveKeys) : 0;
+    const snapshot = await api.snapshotLines({ prefix });
+    const bar = file ? progressBar(`${label} [{bar}] {value}/{total} keys`) : null;
+    bar?.start(Math.max(total, 1), 0);
+    for await (const line of snapshot) {
+      await writeLine(out, line);
+      if (bar && snapshot.count > bar.getTotal()) bar.setTotal(snapshot.count);
+      bar?.increment();
+    }
+    bar?.stop();
+    await writeLine(out, JSON.stringify({ end: true, offset: snapshot.offset, count: snapshot.count, epoch: snapshot.epoch }));
+    if (partial) {
+      await closeOut(out as WriteStream, file);
+      renameSync(partial, file);
+    }
+    return { count: snapshot.count, offset: snapshot.offset, epoch: snapshot.epoch };
+  } finally {
+    if (partial && existsSync(partial)) rmSync(partial, { force: true });
+  }
+}
+
 program
   .command('snapshot')
   .description('write a consistent snapshot as NDJSON (entries, then the trailer line)')
   .option('--prefix <prefix>', 'only keys with this prefix', '')
   .option('--out <file>', 'write to FILE instead of stdout')
   .action(async (flags: { prefix: string; out?: string }) => {
-    const snapshot = await client().snapshot({ prefix: flags.prefix });
-    const out = flags.out ? createWriteStream(flags.out) : process.stdout;
-    const bar = flags.out && process.stderr.isTTY ? new SingleBar({ format: 'snapshot {value} keys', stream: process.stderr }, Presets.shades_classic) : null;
-    bar?.start(0, 0);
-    for await (const entry of snapshot) {
-      if (!out.write(`${JSON.stringify(entry)}\n`)) await once(out, 'drain');
-      bar?.increment();
-    }
-    out.write(`${JSON.stringify({ end: true, offset: snapshot.offset, count: snapshot.count, epoch: snapshot.epoch })}\n`);
-    bar?.stop();
-    if (flags.out) await new Promise((resolve) => (out as ReturnType<typeof createWriteStream>).end(resolve));
-    process.stderr.write(`${snapshot.count} keys at offset ${snapshot.offset}\n`);
+    const { count, offset } = await writeSnapshot(flags.prefix, flags.out, 'snapshot');
+    process.stderr.write(`${count} keys at offset ${offset}\n`);
   });
+
+/** One line per event of a watch: records as the stream gives them; the rest as small objects. */
+function eventLine(event: WatchEvent): string | null {
+  switch (event.type) {
+    case 'record':
+      return JSON.stringify(event.record);
+    case 'initialized':
+      return JSON.stringify({ initialized: true, offset: event.offset, epoch: event.epoch });
+    case 'reset':
+      return JSON.stringify({ reset: event.reason, message: event.error.message });
+    case 'progress':
+      return null;
+  }
+}
 
 program
   .command('tail')
-  .description('follow the change stream, printing each record as a JSON line')
+  .description('watch changes, one JSON line per record; reconnects and resumes until Ctrl-C')
   .option('--after <offset>', 'start after this offset (default: the head now)', offsetOption)
-  .option('--prefix <prefix>', 'only keys with this prefix', '')
-  .action(async (flags: { after?: number; prefix: string }) => {
+  .option('--snapshot', 'start with the live keys (then an {"initialized":true,...} line); after a reset, start again so')
+  .option('--prefix <prefix>', 'only keys with this prefix')
+  .option('--key <key>', 'only this key')
+  .option('--once', 'end once the head of when it started is reached')
+  .option('--until <offset>', 'end once this offset is reached', offsetOption)
+  .addHelpText('after', `
+Without --snapshot, a reset (the position was compacted away, or the log replaced)
+ends it with exit 1 and the reason; with --snapshot it prints {"reset":...} and the
+keys again.`)
+  .action(async (flags: { after?: number; snapshot?: boolean; prefix?: string; key?: string; once?: boolean; until?: number }) => {
+    if (flags.snapshot && flags.after !== undefined) usage('--snapshot starts at the snapshot\'s own offset: give no --after');
+    if (flags.key !== undefined && flags.prefix !== undefined) usage('give --key or --prefix, not both');
     const api = client();
-    const after = flags.after ?? ((await api.stats()) as { head: number }).head;
-    const res = await api.open('/v1/changes/stream', { after, prefix: flags.prefix }, {});
-    for await (const event of readEvents(res.body!)) {
-      if (event.event === 'record') process.stdout.write(`${event.data}\n`);
-      if (event.event === 'reset') {
-        const { error } = JSON.parse(event.data) as { error: { code: string; message: string } };
-        throw new StatelogError(410, error.code, error.message);
+    // Also the first contact: a server that cannot be reached now is an error (exit 3), not a wait.
+    const stats = (await api.stats()) as { head: number };
+    const stop = flags.until ?? (flags.once ? stats.head : undefined);
+    const done = (offset: number) => stop !== undefined && offset >= stop;
+    const events = api.watch({
+      ...(flags.prefix !== undefined ? { prefix: flags.prefix } : {}),
+      ...(flags.key !== undefined ? { key: flags.key } : {}),
+      ...(flags.snapshot ? {} : { after: flags.after ?? stats.head }),
+      onRetry: (cause, delayMs) => process.stderr.write(`statelog: ${cause.message}; reconnecting in ${(delayMs / 1000).toFixed(1)} s\n`),
+    });
+    if (!flags.snapshot && done(flags.after ?? stats.head)) return;
+    try {
+      for await (const event of events) {
+        // Without a snapshot, "initialized" only says the start offset was accepted.
+        const line = event.type === 'initialized' && !flags.snapshot ? null : eventLine(event);
+        if (line !== null) await writeLine(process.stdout, line);
+        const offset = event.type === 'record' ? (event.snapshot ? -1 : event.record.offset) : event.type === 'reset' ? -1 : event.offset;
+        if (done(offset)) break;
       }
+    } catch (err) {
+      if (err instanceof StatelogError && err.mustResnapshot) {
+        throw new StatelogError(err.status, err.code, `${err.message} (tail --snapshot starts again from the keys)`, err.details);
+      }
+      throw err;
     }
   });
 
@@ -195,39 +337,167 @@ program
   });
 
 program
-  .command('backup <file>')
-  .description('copy the database online and consistently (SQLite backup API)')
-  .option('--db <file>', 'the live database (STATELOG_DB)', process.env.STATELOG_DB ?? './data/statelog.db')
-  .action(async (file: string, flags: { db: string }) => {
-    const bar = process.stderr.isTTY ? new SingleBar({ format: 'backup [{bar}] {percentage}%', stream: process.stderr }, Presets.shades_classic) : null;
-    bar?.start(100, 0);
-    const pages = await backupDatabase(flags.db, file, (done, total) => bar?.update(Math.floor((done / total) * 100)));
-    bar?.stop();
-    process.stderr.write(`backed up ${pages} pages to ${file}\n`);
+  .command('backup [file]')
+  .description('save a consistent backup: through the server at --url (its snapshot with the trailer, from either store), or with --db a copy of a SQLite file')
+  .option('--out <file>', 'where the backup goes (or give FILE)')
+  .option('--db <file>', 'copy this SQLite database file instead (SQLite backup API, safe while the server runs)')
+  .action(async (positional: string | undefined, flags: { out?: string; db?: string }) => {
+    const file = flags.out ?? positional;
+    if (!file) usage('say where the backup goes: --out FILE');
+    if (existsSync(file!)) throw new CliFailure(`${file} exists; choose a new file`, EXIT.refused);
+    if (flags.db) {
+      const bar = progressBar('backup [{bar}] {percentage}%');
+      bar?.start(100, 0);
+      const pages = await backupDatabase(flags.db, file!, (done, total) => bar?.update(Math.floor((done / total) * 100)));
+      bar?.stop();
+      process.stderr.write(`backed up ${pages} pages of ${flags.db} to ${file}\n`);
+      return;
+    }
+    const { count, offset, epoch } = await writeSnapshot('', file, 'backup');
+    process.stderr.write(`backed up ${count} keys at offset ${offset} (epoch ${epoch}) from ${serverUrl()} to ${file}\n`);
   });
+
+/** Items per batch, and JSON text per batch: within any server's request limit. */
+const RESTORE_BATCH_ITEMS = 500;
+const RESTORE_BATCH_CHARS = 512 * 1024;
+
+interface BackupLine {
+  key: string;
+  /** The batch item `{"key":...,"value":...}`, the value's text as the backup holds it. */
+  item: string;
+}
+
+/** The lines of a backup file, checked: entries, then a trailer whose count matches. */
+async function* backupLines(file: string): AsyncGenerator<BackupLine, { count: number; offset: number }> {
+  const input = createReadStream(file, 'utf8');
+  const failed = new Promise<never>((_, reject) => input.once('error', (err) => reject(new CliFailure(`cannot read ${file}: ${fsCause(err)}`, EXIT.refused))));
+  failed.catch(() => {});
+  await Promise.race([once(input, 'open'), failed]);
+  let count = 0;
+  let line = 0;
+  let trailer: { count: number; offset: number } | null = null;
+  for await (const text of createInterface({ input, crlfDelay: Infinity })) {
+    line += 1;
+    if (text.trim() === '') continue;
+    if (trailer) throw new CliFailure(`${file}:${line}: a line after the trailer: not a statelog backup`, EXIT.refused);
+    let parsed: { key?: unknown; value?: unknown; end?: unknown; count?: unknown; offset?: unknown };
+    try {
+      parsed = JSON.parse(text) as typeof parsed;
+    } catch {
+      throw new CliFailure(`${file}:${line}: not JSON: not a statelog backup`, EXIT.refused);
+    }
+    if (parsed.end === true && typeof parsed.count === 'number' && typeof parsed.offset === 'number') {
+      trailer = { count: parsed.count, offset: parsed.offset };
+      continue;
+    }
+    if (typeof parsed.key !== 'string' || !('value' in parsed)) throw new CliFailure(`${file}:${line}: no key and value: not a statelog backup`, EXIT.refused);
+    count += 1;
+    yield { key: parsed.key, item: batchItem(text, parsed.key, parsed.value) };
+  }
+  if (!trailer) throw new CliFailure(`${file} ends without its trailer line: the backup is incomplete`, EXIT.refused);
+  if (trailer.count !== count) throw new CliFailure(`${file}: the trailer says ${trailer.count} keys, the file has ${count}`, EXIT.refused);
+  return trailer;
+}
+
+/** The batch item for a backup line, keeping the value's text (and its numbers' digits) as written. */
+function batchItem(line: string, key: string, value: unknown): string {
+  const head = `{"key":${JSON.stringify(key)},"value":`;
+  const end = line.lastIndexOf(',"offset":');
+  if (line.startsWith(head) && end > head.length) return `${line.slice(0, end)}}`;
+  return JSON.stringify({ key, value });
+}
 
 program
   .command('restore <file>')
-  .description('replace the database with a backup, offline; the restored log gets a new epoch')
-  .option('--db <file>', 'the database to replace (STATELOG_DB)', process.env.STATELOG_DB ?? './data/statelog.db')
-  .action(async (file: string, flags: { db: string }) => {
-    const epoch = await restoreDatabase(file, flags.db);
-    process.stderr.write(`restored ${file} to ${flags.db} with epoch ${epoch}\n`);
+  .description('load a backup into an empty server at --url, in batches; or with --db replace a SQLite file, offline')
+  .option('--force', 'load into a server that has keys: afterwards it holds exactly the backup\'s keys')
+  .option('--db <file>', 'replace this SQLite database with a file made by backup --db (server stopped); the restored log gets a new epoch')
+  .action(async (file: string, flags: { force?: boolean; db?: string }) => {
+    if (flags.db) {
+      const epoch = await restoreDatabase(file, flags.db);
+      process.stderr.write(`restored ${file} to ${flags.db} with epoch ${epoch}\n`);
+      return;
+    }
+    // The whole file is checked before anything is written.
+    let total = 0;
+    const check = backupLines(file);
+    for (let next = await check.next(); !next.done; next = await check.next()) total += 1;
+    const api = client();
+    const url = serverUrl();
+    const live = Number((await api.stats()).liveKeys);
+    if (live > 0 && !flags.force) {
+      throw new CliFailure(`${url} has ${live} live keys: restore loads into an empty server (--force to replace its keys)`, EXIT.refused);
+    }
+    const bar = progressBar('restore [{bar}] {percentage}% {value}/{total} keys');
+    bar?.start(total, 0);
+    const restored = new Set<string>();
+    let batch: string[] = [];
+    let chars = 0;
+    let offset = 0;
+    const flush = async () => {
+      if (batch.length === 0) return;
+      offset = (await api.batchJson(batch)).offset;
+      bar?.increment(batch.length);
+      batch = [];
+      chars = 0;
+    };
+    for await (const { key, item } of backupLines(file)) {
+      if (batch.length >= RESTORE_BATCH_ITEMS || (batch.length > 0 && chars + item.length > RESTORE_BATCH_CHARS)) await flush();
+      batch.push(item);
+      chars += item.length;
+      if (flags.force && live > 0) restored.add(key);
+    }
+    await flush();
+    let removed = 0;
+    if (flags.force && live > 0) {
+      // Keys the server had that the backup does not: deleted, so the state is the backup's.
+      for await (const entry of api.list()) {
+        if (restored.has(entry.key)) continue;
+        if (batch.length >= RESTORE_BATCH_ITEMS) await flush();
+        batch.push(JSON.stringify({ key: entry.key, op: 'delete' }));
+        removed += 1;
+      }
+      await flush();
+    }
+    bar?.stop();
+    const epoch = ((await api.stats()) as { epoch?: string }).epoch;
+    const extra = removed > 0 ? `, deleted ${removed} keys it did not have` : '';
+    process.stderr.write(`restored ${total} keys from ${file} to ${url}${extra}; head ${offset}${epoch ? ` (epoch ${epoch})` : ''}\n`);
   });
+
+// A reader that went away (`statelog ls | head -2`) is not an error: stop quietly.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(EXIT.ok);
+  throw err;
+});
+
+/** The server's error details worth a person's eye (currentOffset, horizon...), as " (name: value, ...)". */
+function detailsText(details: Record<string, unknown>): string {
+  const shown = Object.entries(details).filter(([name, value]) => name !== 'url' && (typeof value === 'number' || typeof value === 'string'));
+  return shown.length === 0 ? '' : ` (${shown.map(([name, value]) => `${name}: ${String(value)}`).join(', ')})`;
+}
 
 try {
   await program.parseAsync();
 } catch (err) {
   if (err instanceof CommanderError) {
     // --help and --version exit 0; usage errors exit 2, as shells expect.
-    if (err.exitCode === 0) process.exit(0);
+    if (err.exitCode === 0) process.exit(EXIT.ok);
     if (err.code.startsWith('statelog.')) process.stderr.write(`statelog: ${err.message}\n`);
-    process.exit(2);
+    process.exit(EXIT.usage);
+  }
+  if (err instanceof CliFailure) {
+    process.stderr.write(`statelog: ${err.message}\n`);
+    process.exit(err.exitCode);
   }
   if (err instanceof StatelogError) {
-    process.stderr.write(`statelog: ${err.code}: ${err.message}\n`);
-    process.exit(1);
+    if (err.isConnectionError) {
+      process.stderr.write(`statelog: ${err.message}\n`);
+      process.exit(EXIT.unreachable);
+    }
+    process.stderr.write(`statelog: ${err.code}: ${err.message}${detailsText(err.details)}\n`);
+    process.exit(EXIT.refused);
   }
   process.stderr.write(`statelog: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
+  process.exit(EXIT.refused);
 }

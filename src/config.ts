@@ -30,6 +30,17 @@ export interface Config {
   idempotencyTtlMs: number;
   maxValueBytes: number;
   maxSnapshots: number;
+  /**
+   * A snapshot or stream whose reader takes nothing for this long is cut: its slot, and
+   * anything it holds, is freed.
+   */
+  stalledReaderMs: number;
+  /** Where snapshots are spooled; null: beside the SQLite file, or the system's temporary folder. */
+  spoolDir: string | null;
+  /** Bytes all snapshot spools may take on disk together. */
+  spoolMaxBytes: number;
+  /** SQLite: PRAGMA quick_check at start-up for files up to this size (0: never). */
+  startupCheckMaxBytes: number;
   /** Long polls that wait and change streams open at once; beyond it 429. */
   maxWatchers: number;
   /** token → role; null when auth is off. */
@@ -226,6 +237,10 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyTtlMs: integer(env, 'STATELOG_IDEMPOTENCY_TTL_MS', 86_400_000, 1),
     maxValueBytes: integer(env, 'STATELOG_MAX_VALUE_BYTES', 1_048_576, 1, 256 * 1024 * 1024),
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
+    stalledReaderMs: integer(env, 'STATELOG_STALLED_READER_MS', 30_000, 100, 3_600_000),
+    spoolDir: raw(env, 'STATELOG_SPOOL_DIR') ?? null,
+    spoolMaxBytes: integer(env, 'STATELOG_SPOOL_MAX_BYTES', 4 * 1024 ** 3, 1024 * 1024),
+    startupCheckMaxBytes: integer(env, 'STATELOG_STARTUP_CHECK_MAX_BYTES', 1024 ** 3, 0),
     maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
     tokens: parseTokens(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),

@@ -1,12 +1,13 @@
 // The statelog process: configuration, logging, listening and graceful shutdown.
+import type { Server as TlsServer } from 'node:tls';
 import closeWithGrace from 'close-with-grace';
 import { buildApp, type App } from './app.js';
-import type { Server as TlsServer } from 'node:tls';
 import { ConfigError, loadConfig, readTlsFiles, type Config } from './config.js';
-import { describeStore } from './store/open-store.js';
 
-function fail(message: string): never {
-  process.stderr.write(`statelog: ${message}\n`);
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+function fail(line: string): never {
+  process.stderr.write(`statelog: ${line}\n`);
   process.exit(1);
 }
 
@@ -21,9 +22,16 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
 
   let app: App;
   try {
-    app = await buildApp(config);
+    // A failed step closes what the steps before it opened; its message names the step.
+    app = await buildApp(config, {
+      // The log line is written by the app; a restart recovers from the WAL on disk.
+      onFatal: (err) => {
+        process.stderr.write(`statelog: stopping: ${err.message}; nothing more can be acknowledged as durable\n`);
+        process.exit(1);
+      },
+    });
   } catch (err) {
-    fail(`cannot open the database ${describeStore(config)}: ${err instanceof Error ? err.message : String(err)}`);
+    fail(message(err));
   }
 
   if (!config.tokens) app.log.warn('STATELOG_TOKENS is not set: every route is open to anyone who can connect');
@@ -39,7 +47,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
         (app.server as unknown as TlsServer).setSecureContext({ cert, key });
         app.log.info({ cert: tls.certPath }, 'TLS certificate and key reloaded');
       } catch (err) {
-        app.log.error({ reason: err instanceof Error ? err.message : String(err) }, 'TLS reload refused; the current certificate is kept');
+        app.log.error({ reason: message(err) }, 'TLS reload refused; the current certificate is kept');
       }
     });
   }
@@ -52,7 +60,12 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
     await app.close();
   });
 
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await app.close().catch((closeErr: unknown) => process.stderr.write(`statelog: closing failed: ${message(closeErr)}\n`));
+    fail(`cannot listen on ${config.host}:${config.port}: ${message(err)}`);
+  }
   return app;
 }
 

@@ -1,11 +1,17 @@
-// What the routes are given: built once by app.ts and passed explicitly to each
-// route plugin, so nothing depends on registration order or decorators.
+// The services behind the routes, opened together and closed together: the store, group
+// commit, the notifier, the compactor and the metrics. Routes are given them explicitly,
+// so nothing depends on registration order or decorators.
+import { setMaxListeners } from 'node:events';
+import { Compactor, compactionSettings, type CompactorLog } from './compaction/compactor.js';
+import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
-import type { ChangeNotifier } from './feed/change-notifier.js';
-import type { Metrics } from './metrics.js';
-import type { WatcherSlots } from './feed/watcher-slots.js';
+import { ChangeNotifier } from './feed/change-notifier.js';
+import { WatcherSlots } from './feed/watcher-slots.js';
+import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
-import type { WriteBatcher } from './writes/write-batcher.js';
+import { describeStore, openStore } from './store/open-store.js';
+import { StoreFaults } from './store/unavailable.js';
+import { WriteBatcher } from './writes/write-batcher.js';
 
 export interface Lifecycle {
   /** Set when shutdown begins: readiness fails and long polls and streams end. */
@@ -24,4 +30,141 @@ export interface AppServices {
   metrics: Metrics;
   /** The cap on long polls and change streams open at once. */
   watchers: WatcherSlots;
+  /** Errors from the database are shown here: a corrupt database fails readiness for good. */
+  faults: StoreFaults;
+}
+
+export interface Services extends AppServices {
+  compactor: Compactor;
+  /** Deletes keys past their TTL (started with the compactor, once the app is ready). */
+  expirer: Expirer;
+  /** Starts shutdown: `closing` is set and `shutdown` aborted (idempotent). */
+  beginShutdown(): void;
+  /** Stops the compactor, finishes the writes in flight and closes the store. */
+  close(): Promise<void>;
+}
+
+/** The log the services write to (a pino logger, as fastify's). */
+export interface ServicesLog {
+  warn(fields: object, message: string): void;
+  fatal(fields: object, message: string): void;
+  child(bindings: Record<string, unknown>): CompactorLog;
+}
+
+/** A start-up step that failed; `message` names the step, `cause` says why. */
+export class StartupError extends Error {
+  constructor(step: string, cause: unknown) {
+    super(`${step}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'StartupError';
+  }
+}
+
+export interface ServicesOptions {
+  /**
+   * A failed fsync: nothing more can be promised durable (the kernel may have dropped
+   * the pages), so the process must stop; by default the app stops serving writes.
+   */
+  onFatal?: (err: Error) => void;
+}
+
+export async function openServices(config: Config, log: ServicesLog, options: ServicesOptions = {}): Promise<Services> {
+  let store: LogStore;
+  try {
+    store = await openStore(config, {
+      onFatal: (err) => {
+        log.fatal({ err }, 'an fsync failed: nothing more can be promised durable; the process stops');
+        options.onFatal?.(err);
+      },
+    });
+  } catch (err) {
+    throw new StartupError(`cannot open the database ${describeStore(config)}`, err);
+  }
+  // From here on, a failure closes what was opened before it is thrown.
+  const undo: (() => unknown)[] = [() => store.close()];
+  try {
+    const notifier = new ChangeNotifier();
+    notifier.publish(store.position().head);
+    const metrics = new Metrics(store);
+    const batcher = new WriteBatcher(store, {
+      onCommit: (head, records) => {
+        notifier.publish(head);
+        metrics.recordsWritten(records);
+      },
+      onDurable: (elapsedMs) => metrics.groupCommitted(elapsedMs),
+    });
+    undo.unshift(() => batcher.drain());
+
+    const shutdown = new AbortController();
+    // Every open stream and long poll listens for shutdown: no leak at any count.
+    setMaxListeners(0, shutdown.signal);
+    const lifecycle: Lifecycle = { closing: false, shutdown: shutdown.signal };
+    const beginShutdown = () => {
+      lifecycle.closing = true;
+      shutdown.abort();
+    };
+
+    const compactor = new Compactor({
+      ...compactionSettings(config),
+      store,
+      log: log.child({ module: 'compactor' }),
+      signal: shutdown.signal,
+    });
+    undo.unshift(() => compactor.stop());
+    metrics.watchCompaction(() => ({
+      runs: compactor.runs,
+      failures: compactor.failures,
+      removed: compactor.removed,
+      tombstonesRemoved: compactor.tombstonesRemoved,
+      lastDurationMs: compactor.lastCompaction?.durationMs ?? 0,
+      totalDurationMs: compactor.durationMsTotal,
+      lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
+    }));
+
+    // Stopped before the batcher drains: its deletes go through the batcher.
+    const expirer = new Expirer({ store, batcher, log: log.child({ module: 'expirer' }), periodMs: config.expiryIntervalMs });
+    undo.unshift(() => expirer.stop());
+
+    // Commits of other nodes sharing the database wake this node's readers too.
+    const unwatch = store.watchHead(
+      (head) => notifier.publish(head),
+      (err) => log.warn({ err }, "watching the database for other nodes' commits was interrupted; it resumes by itself"),
+    );
+    undo.unshift(unwatch);
+
+    let closed: Promise<void> | undefined;
+    return {
+      config,
+      store,
+      batcher,
+      notifier,
+      lifecycle,
+      metrics,
+      watchers: new WatcherSlots(config.maxWatchers),
+      faults: new StoreFaults(),
+      compactor,
+      expirer,
+      beginShutdown,
+      close() {
+        beginShutdown();
+        closed ??= runInOrder(undo);
+        return closed;
+      },
+    };
+  } catch (err) {
+    await runInOrder(undo).catch(() => {});
+    throw new StartupError('cannot start the services', err);
+  }
+}
+
+/** Runs each step, one after another; the first failure is thrown once all have run. */
+async function runInOrder(steps: (() => unknown)[]): Promise<void> {
+  let failure: unknown;
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (err) {
+      failure ??= err;
+    }
+  }
+  if (failure !== undefined) throw failure;
 }

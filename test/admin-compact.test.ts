@@ -1,7 +1,7 @@
 // POST /v1/admin/compact and lastCompaction in GET /v1/stats, through the real app.
 import { afterEach, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from './helpers.js';
-import { keptCounters } from './store-helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
+import { keptCounters } from './support/store-helpers.js';
 
 let t: TestApp;
 afterEach(async () => {

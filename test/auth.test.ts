@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Authenticator, requiredRole } from '../src/http/auth.js';
 import type { Role } from '../src/config.js';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 import { bearer, portOf, send, type Received } from './support/http.js';
 
 const TOKENS = { read: 'tok-read.1', write: 'tok-write.2', admin: 'tok-admin.3' } satisfies Record<Role, string>;
@@ -23,11 +23,7 @@ interface RouteCase {
   stream?: boolean;
 }
 
-/**
- * Every route of the contract. The last four belong to other issues and do not exist
- * in this branch yet: they must still be refused (401/403) before routing answers 404.
- * When one lands, set its `ok` to its success status.
- */
+/** Every route of the contract, the role it needs, and its success status. */
 const ROUTES: RouteCase[] = [
   { method: 'PUT', path: '/v1/keys/matrix', body: { value: 1 }, needs: 'write', ok: 200 },
   { method: 'GET', path: '/v1/keys/matrix', needs: 'read', ok: 200 },

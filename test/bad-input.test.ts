@@ -1,6 +1,6 @@
 // Every kind of bad input gets a clear 4xx with the contract's error body, and writes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 
 let t: TestApp;
 beforeAll(async () => {

@@ -4,8 +4,8 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FEED_SCAN_RECORDS } from '../src/feed/change-feed.js';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl, SseClient, writeBatch, type ChangesAnswer } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, SseClient, writeBatch, type ChangesAnswer } from './support/stream-clients.js';
 
 const LOG_RECORDS = 30_000;
 

@@ -1,8 +1,8 @@
 // The contract's 15-second bound on the time between progress events, on a quiet
 // stream: slow by nature, so in a file of its own that runs beside the others.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl, SseClient, writeBatch } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, SseClient, writeBatch } from './support/stream-clients.js';
 
 let t: TestApp;
 beforeAll(async () => {

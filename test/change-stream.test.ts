@@ -2,8 +2,8 @@ import type { Socket } from 'node:net';
 import { EventSource } from 'eventsource';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { digestHex, digestOf } from '../src/contract/digest.js';
-import { startApp, type TestApp } from './helpers.js';
-import { RandomWriter } from './random-writer.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { RandomWriter } from './support/random-writer.js';
 import {
   applyRecords,
   baseUrl,
@@ -16,7 +16,7 @@ import {
   type SseEvent,
   type State,
   type WireRecord,
-} from './stream-clients.js';
+} from './support/stream-clients.js';
 
 let t: TestApp;
 let base: string;
@@ -151,7 +151,7 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
       const reset = stream.events.at(-1)!;
       expect(reset.event).toBe('reset');
       expect(reset.id).toBeUndefined();
-      expect(JSON.parse(reset.data)).toEqual({ error: { code: 'offset_compacted', message: expect.any(String), horizon: 5 } });
+      expect(JSON.parse(reset.data)).toEqual({ error: { code: 'offset_compacted', message: expect.any(String), horizon: 5, epoch: t.app.services.store.epoch } });
       expect(stream.records().map((r) => r.offset)).toEqual([1, 2, 3]);
     }
   });
@@ -171,23 +171,30 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
     for (const stream of streams) stream.close();
   });
 
-  it('answers 410 before the stream opens: below the horizon, ahead of the head, another epoch', async () => {
+  it('answers 200 with event: reset and ends: below the horizon, ahead of the head, another epoch', async () => {
     await writeBatch(base, [1, 2, 3].map((i) => ({ key: `k${i}`, value: i })));
     await setHorizon(2);
+    const epoch = t.app.services.store.epoch;
     const cases: [string, Record<string, string>, Record<string, unknown>][] = [
-      ['after=1', {}, { code: 'offset_compacted', horizon: 2 }],
-      ['after=0', { 'last-event-id': '1' }, { code: 'offset_compacted', horizon: 2 }],
-      ['after=4', {}, { code: 'offset_ahead', head: 3 }],
-      ['after=2', { 'last-event-id': '9' }, { code: 'offset_ahead', head: 3 }],
-      ['after=3&epoch=another', {}, { code: 'epoch_changed', epoch: t.app.services.store.epoch }],
-      ['snapshot=true&epoch=another', {}, { code: 'epoch_changed' }],
+      ['after=1', {}, { code: 'offset_compacted', horizon: 2, epoch }],
+      ['after=0', { 'last-event-id': '1' }, { code: 'offset_compacted', horizon: 2, epoch }],
+      ['after=4', {}, { code: 'offset_ahead', head: 3, horizon: 2, epoch }],
+      ['after=2', { 'last-event-id': '9' }, { code: 'offset_ahead', head: 3, horizon: 2, epoch }],
+      ['after=3&epoch=another', {}, { code: 'epoch_changed', horizon: 2, epoch }],
+      ['snapshot=true&epoch=another', {}, { code: 'epoch_changed', epoch }],
     ];
     for (const [query, headers, error] of cases) {
-      const answer = await SseClient.open(streamUrl(query), headers);
-      expect(answer, query).not.toBeInstanceOf(SseClient);
-      const refused = answer as { status: number; body: string };
-      expect(refused.status, query).toBe(410);
-      expect(JSON.parse(refused.body).error, query).toMatchObject(error);
+      const stream = await SseClient.connect(streamUrl(query), headers);
+      await stream.ended;
+      expect(stream.response.headers['x-log-epoch'], query).toBe(epoch);
+      expect(stream.events.map((e) => [e.event, e.id]), query).toEqual([['reset', undefined]]);
+      expect(JSON.parse(stream.events[0]!.data).error, query).toMatchObject({ ...error, message: expect.any(String) });
+      // The long poll keeps its 410 for the same position.
+      if (Object.keys(headers).length === 0 && !query.startsWith('snapshot')) {
+        const polled = await fetch(`${base}/v1/changes?${query}`);
+        expect(polled.status, query).toBe(410);
+        expect(((await polled.json()) as { error: { code: string } }).error.code).toBe(error.code);
+      }
     }
     const atHorizon = await SseClient.connect(streamUrl('after=2'));
     await atHorizon.until((events) => lastId(events) === 3);
@@ -200,7 +207,7 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
       ['snapshot=maybe', {}],
       ['after=-1', {}],
       ['prefix=%00', {}],
-      ['limit=10', {}],
+      ['after=1&after=2', {}],
       ['', { 'last-event-id': 'abc' }],
       ['', { 'last-event-id': '-1' }],
     ];
@@ -209,6 +216,16 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
       expect(answer.status, query + JSON.stringify(headers)).toBe(400);
       expect(JSON.parse(answer.body).error.code).toBe('invalid_request');
     }
+  });
+
+  it('ignores query parameters it does not take, as cache-busters that polyfills add', async () => {
+    await put('k', 1);
+    const stream = await SseClient.connect(streamUrl('after=0&_=1764400000000&limit=10&t=x&t=y'));
+    await stream.until((events) => lastId(events) === 1);
+    stream.close();
+    const polled = await fetch(`${base}/v1/changes?after=0&_=1764400000000`);
+    expect(polled.status).toBe(400);
+    await polled.body?.cancel();
   });
 
   it('lets go of its waiter when the client disconnects', async () => {

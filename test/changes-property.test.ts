@@ -5,7 +5,7 @@
 // PostgreSQL, where each request is a round trip to the database).
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startApp, TEST_STORE, type TestApp } from './helpers.js';
+import { startApp, TEST_STORE, type TestApp } from './support/helpers.js';
 import {
   applyRecords,
   baseUrl,
@@ -16,7 +16,7 @@ import {
   writeBatch,
   type ChangesAnswer,
   type State,
-} from './stream-clients.js';
+} from './support/stream-clients.js';
 
 const RUNS = Number(process.env.FC_RUNS ?? (TEST_STORE === 'postgres' ? 100 : 300));
 

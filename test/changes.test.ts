@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl, writeBatch, type ChangesAnswer } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, writeBatch, type ChangesAnswer } from './support/stream-clients.js';
 
 let t: TestApp;
 let base: string;

@@ -1,14 +1,24 @@
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { StateMirror, StatelogClient, type ResetEvent } from '@statelog/client';
-import { startApp, TEST_STORE, type TestApp } from './helpers.js';
+import { startApp, TEST_STORE, type TestApp } from './support/helpers.js';
 import { cli } from './support/cli.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
+
+/** A port nothing listens on: one the system gave out a moment ago. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 let t: TestApp;
 let env: Record<string, string>;
@@ -91,9 +101,10 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
     expect(records.map((r) => r.offset)).toEqual([...records.map((r) => r.offset)].sort((a, b) => a - b));
   });
 
-  it('reports an unreachable server with exit 1', async () => {
-    const down = await cli(['get', 'k'], { STATELOG_URL: 'http://127.0.0.1:9' });
-    expect(down.code).toBe(1);
+  it('reports an unreachable server with exit 3, naming the URL and the cause', async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const down = await cli(['get', 'k'], { STATELOG_URL: url });
+    expect(down).toMatchObject({ code: 3, stderr: `statelog: cannot reach ${url}: connection refused\n` });
   });
 });
 
@@ -109,7 +120,7 @@ describe.runIf(TEST_STORE === 'sqlite')('statelog backup and restore', () => {
     await mirror.ready;
 
     const backupFile = join(t.dir, 'backup.db');
-    const backup = await cli(['backup', backupFile, '--db', t.dbPath], env);
+    const backup = await cli(['backup', '--db', t.dbPath, '--out', backupFile], env);
     expect(backup.code, backup.stderr).toBe(0);
     expect(existsSync(backupFile)).toBe(true);
 

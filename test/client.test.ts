@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CutStreamError, StatelogClient, StatelogError } from '@statelog/client';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 import { flakyProxy } from './support/flaky-proxy.js';
 
 let t: TestApp;

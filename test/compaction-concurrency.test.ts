@@ -4,9 +4,9 @@
 // the horizon) ends at the current state.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LogStore, StoredRecord } from '../src/store/log-store.js';
-import { keyName } from './fill-log.js';
-import { json, startApp, TEST_STORE, type TestApp } from './helpers.js';
-import { allRecords, applyRecords, currentState, keptCounters, snapshotPage } from './store-helpers.js';
+import { keyName } from '../harness/fill-log.js';
+import { json, startApp, TEST_STORE, type TestApp } from './support/helpers.js';
+import { allRecords, applyRecords, currentState, keptCounters, snapshotPage } from './support/store-helpers.js';
 
 // PostgreSQL compacts about ten times slower than SQLite: half the log there still makes
 // a run of seconds, with hundreds of writes, snapshots and reads during it.

@@ -2,10 +2,10 @@
 // same, the counters are exact, and a new run finishes the job.
 import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startChildServer, type ChildServer } from './child-server.js';
-import { keyName } from './fill-log.js';
-import { tempDir, testStore, TEST_STORE, type TestStore } from './helpers.js';
-import { currentState, keptCounters } from './store-helpers.js';
+import { startChildServer, type KillableServer as ChildServer } from './support/child-server.js';
+import { keyName } from '../harness/fill-log.js';
+import { tempDir, testStore, TEST_STORE, type TestStore } from './support/helpers.js';
+import { currentState, keptCounters } from './support/store-helpers.js';
 
 // PostgreSQL compacts about ten times slower than SQLite (some 12,000 records a second
 // on a small machine): a smaller log there still takes a hundred steps of 2,000 records,

@@ -3,9 +3,9 @@
 import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { fillLog } from './fill-log.js';
-import { tempDir } from './helpers.js';
-import { compactorFor, currentState } from './store-helpers.js';
+import { fillLog } from '../harness/fill-log.js';
+import { tempDir } from './support/helpers.js';
+import { compactorFor, currentState } from './support/store-helpers.js';
 import { openSqliteStore } from './support/store-access.js';
 
 const dir = tempDir();

@@ -6,8 +6,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { LogStore, StoredRecord, WriteOp } from '../src/store/log-store.js';
-import { fileDatabase, TEST_STORE } from './helpers.js';
-import { allRecords, applyRecords, compactorFor, currentState, keptCounters, readSnapshot, write } from './store-helpers.js';
+import { fileDatabase, TEST_STORE } from './support/helpers.js';
+import { allRecords, applyRecords, compactorFor, currentState, keptCounters, readSnapshot, write } from './support/store-helpers.js';
 
 const RUNS = Number(process.env.FC_RUNS ?? (TEST_STORE === 'postgres' ? 40 : 200));
 const KEYS = ['a', 'b', 'c', 'dir/d', 'dir/é'];

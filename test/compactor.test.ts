@@ -5,9 +5,9 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CompactionStopped, compactionDue, type CompactionSettings } from '../src/compaction/compactor.js';
 import type { LogStore } from '../src/store/log-store.js';
-import { keyName } from './fill-log.js';
-import { fileDatabase } from './helpers.js';
-import { NO_TIMER, allRecords, compactorFor, currentState, keptCounters, write } from './store-helpers.js';
+import { keyName } from '../harness/fill-log.js';
+import { fileDatabase } from './support/helpers.js';
+import { NO_TIMER, allRecords, compactorFor, currentState, keptCounters, write } from './support/store-helpers.js';
 
 // One database for the file, emptied before each test.
 const database = fileDatabase();

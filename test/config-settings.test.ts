@@ -78,6 +78,39 @@ describe('overload settings', () => {
   });
 });
 
+describe('the settings for slow readers, snapshot spools and the start-up check', () => {
+  it('have their defaults', () => {
+    expect(loadConfig({})).toMatchObject({
+      stalledReaderMs: 30_000,
+      spoolDir: null,
+      spoolMaxBytes: 4 * 1024 ** 3,
+      startupCheckMaxBytes: 1024 ** 3,
+    });
+  });
+
+  it('are read from the environment', () => {
+    expect(
+      loadConfig({
+        STATELOG_STALLED_READER_MS: '5000',
+        STATELOG_SPOOL_DIR: '/var/spool/statelog',
+        STATELOG_SPOOL_MAX_BYTES: '1048576',
+        STATELOG_STARTUP_CHECK_MAX_BYTES: '0',
+      }),
+    ).toMatchObject({ stalledReaderMs: 5000, spoolDir: '/var/spool/statelog', spoolMaxBytes: 1_048_576, startupCheckMaxBytes: 0 });
+  });
+
+  it.each([
+    ['STATELOG_STALLED_READER_MS', '99'],
+    ['STATELOG_STALLED_READER_MS', '3600001'],
+    ['STATELOG_STALLED_READER_MS', '30s'],
+    ['STATELOG_SPOOL_MAX_BYTES', '1024'],
+    ['STATELOG_SPOOL_MAX_BYTES', '-1'],
+    ['STATELOG_STARTUP_CHECK_MAX_BYTES', '1GB'],
+  ])('refuses %s=%s', (variable, value) => {
+    expect(refusal({ [variable]: value }).variable).toBe(variable);
+  });
+});
+
 describe("the contract's settings", () => {
   it('keep their defaults', () => {
     const config = loadConfig({});

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config.js';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 import { portOf } from './support/http.js';
 
 const root = new URL('..', import.meta.url);

@@ -2,8 +2,8 @@
 // the decoded body, refused with 415 when not decoded, never stored as if it were JSON.
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl } from './support/stream-clients.js';
 
 const MAX_VALUE_BYTES = 64 * 1024;
 

@@ -1,7 +1,7 @@
 // STATELOG_CORS_ORIGINS at the HTTP level: which answers carry which CORS headers
 // (test/ui/cors.test.ts shows the same from a page in Chromium).
 import { afterEach, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {

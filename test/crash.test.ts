@@ -1,7 +1,7 @@
 // Durability: every write answered 200 survives a SIGKILL of the server the instant after.
 import { existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { tempDir, testStore, type TestStore } from './helpers.js';
+import { tempDir, testStore, type TestStore } from './support/helpers.js';
 import { spawnServer, type UrlServer } from './support/child-server.js';
 
 let dir: string;

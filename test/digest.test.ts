@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DigestMismatchError, StateMirror } from '@statelog/client';
 import { digestHex, digestOf } from '../src/contract/digest.js';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 
 let t: TestApp | undefined;
 let mirrors: StateMirror[] = [];

@@ -2,8 +2,8 @@
 // listing, snapshot, changes and the stream. Checked on the raw text of each answer
 // (JSON.parse would round the very digits under test).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl, SseClient } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, SseClient } from './support/stream-clients.js';
 
 /** Numbers JSON.parse changes, and texts JSON.stringify would write differently. */
 const EXACT = '{"n":12345678901234567890,"m":[9007199254740993,1.0000000000000000001,-12345678901234567890123,1.0,-0,1e2,2.50],"s":"9007199254740993"}';

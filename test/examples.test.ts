@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
 import { transfer } from '../examples/balance-transfer.js';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 

@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type ListeningServer } from './support/child-server.js';
-import { tempDir, testStore, type TestStore } from './helpers.js';
+import { tempDir, testStore, type TestStore } from './support/helpers.js';
 import { bearer, send } from './support/http.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 3000);

@@ -1,7 +1,7 @@
 // Group commit: writes arriving together share one transaction, and one request's
 // refusal never affects its neighbours.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 import type { WriteRequest } from '../src/store/log-store.js';
 import { jsonAnswer } from '../src/contract/render.js';
 

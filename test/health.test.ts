@@ -2,7 +2,7 @@
 // shutting down and when the database cannot be used. Errors from the database reach
 // the client only as the contract's opaque 500.
 import { afterEach, describe, expect, it } from 'vitest';
-import { json, startApp, TEST_STORE, type TestApp } from './helpers.js';
+import { json, startApp, TEST_STORE, type TestApp } from './support/helpers.js';
 import { portOf, send, type Received } from './support/http.js';
 
 let t: TestApp | undefined;

@@ -2,7 +2,7 @@
 // and bodies that must be refused rather than stored or failed on.
 import { connect } from 'node:net';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 
 let t: TestApp;
 beforeEach(async () => {

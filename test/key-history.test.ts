@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HISTORY_SCAN_RECORDS } from '../src/store/log-store.js';
 import { StatelogClient } from '@statelog/client';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 import { portOf } from './support/http.js';
 
 let t: TestApp | undefined;

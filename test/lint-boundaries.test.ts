@@ -15,14 +15,18 @@ describe('import boundaries', () => {
     ['packages/client/src/client.ts', "import { ApiError } from '../../../src/http/error-handler.js';"],
     ['packages/client/src/client.ts', "import { SqliteStore } from '../../../src/store/sqlite/store.js';"],
     ['packages/client/src/client.ts', "import { renderEntry } from '../../../src/contract/render.js';"],
-    ['packages/client/src/client.ts', "import { fillLog } from '../../../test/fill-log.js';"],
+    ['packages/client/src/client.ts', "import { startApp } from '../../../test/support/helpers.js';"],
     ['packages/client/src/client.ts', "import Fastify from 'fastify';"],
     ['packages/client/src/client.ts', "import Database from 'better-sqlite3';"],
     ['src/store/sqlite/store.ts', "import { errorHandler } from '../../http/error-handler.js';"],
     ['src/store/log-store.ts', "import { keyRoutes } from '../routes/keys.js';"],
     ['src/contract/schemas.ts', "import { Authenticator } from '../http/auth.js';"],
-    ['src/routes/keys.ts', "import { fillLog } from '../../test/fill-log.js';"],
+    ['src/routes/keys.ts', "import { startApp } from '../../test/support/helpers.js';"],
     ['src/app.ts', "import { lib } from '../bench/lib.js';"],
+    ['src/app.ts', "import { startServer } from '../harness/server-process.js';"],
+    ['bench/lib.ts', "import { currentState } from '../test/support/store-helpers.js';"],
+    ['bench/lib.ts', "import { startApp } from '../test/support/helpers.js';"],
+    ['harness/fill-log.ts', "import { startApp } from '../test/support/helpers.js';"],
     ['ui/api.ts', "import { buildApp } from '../src/app.js';"],
   ])('%s may not: %s', async (file, code) => {
     expect(await breaches(file, code)).toHaveLength(1);
@@ -36,6 +40,8 @@ describe('import boundaries', () => {
     ['src/store/sqlite/store.ts', "import type { StoredEntry } from '../log-store.js';"],
     ['src/contract/render.ts', "import type { StoredEntry } from '../store/log-store.js';"],
     ['ui/api.ts', "import type { Entry } from '../src/contract/schemas.js';"],
+    ['bench/lib.ts', "import { fillLog } from '../harness/fill-log.js';"],
+    ['test/support/store-access.ts', "import { fillLog } from '../../harness/fill-log.js';"],
     ['src/routes/keys.ts', "import { ApiError } from '../contract/errors.js';"],
   ])('%s may: %s', async (file, code) => {
     expect(await breaches(file, code)).toEqual([]);

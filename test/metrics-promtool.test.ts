@@ -3,7 +3,7 @@
 // skipped with one line, except under CI=true (.ci/run installs it), where it fails.
 import { spawn, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 
 const PROMTOOL = process.env.STATELOG_TEST_PROMTOOL || 'promtool';
 const found = spawnSync(PROMTOOL, ['--version'], { stdio: 'ignore' }).status === 0;

@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import parsePrometheus, { type PrometheusFamily } from 'parse-prometheus-text-format';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CompactionStats } from '../src/metrics.js';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 
-/** Every route pattern of this branch, and the label of requests that matched none. */
+/** The route patterns this file's requests match, and the label of requests that matched none. */
 const ROUTE_LABELS = new Set(['/v1/keys/:key', '/v1/keys', '/v1/records', '/v1/stats', '/healthz', '/readyz', '/metrics', 'unmatched']);
 
 async function scrape(t: TestApp): Promise<{ text: string; families: Map<string, PrometheusFamily> }> {

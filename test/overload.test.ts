@@ -2,7 +2,7 @@
 // Retry-After at once, and serves again when the load stops. The app runs in this
 // process, so the test saturates the very event loop the server runs on.
 import { afterEach, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 import { askUntil, saturate } from './support/load.js';
 
 const SAMPLE_MS = 50;

@@ -3,7 +3,7 @@ import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from './helpers.js';
+import { tempDir } from './support/helpers.js';
 import { runServerExpectingExit } from './support/child-server.js';
 import { MigrationError, migrate, SQLITE_MIGRATIONS_DIR } from '../src/store/sqlite/migrations.js';
 

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toApiError } from '../src/http/error-handler.js';
 import { LIST_PAGE_CHARS } from '../src/routes/keys.js';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 import { portOf } from './support/http.js';
 
 let t: TestApp | undefined;

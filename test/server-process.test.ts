@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loggerOptions } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { runServer, startServer, type ListeningServer } from './support/child-server.js';
-import { tempDir } from './helpers.js';
+import { tempDir } from './support/helpers.js';
 import { bearer, send } from './support/http.js';
 
 const dirs: string[] = [];

@@ -5,8 +5,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { tempDir, testStore, type TestStore } from './helpers.js';
-import { SseClient } from './stream-clients.js';
+import { tempDir, testStore, type TestStore } from './support/helpers.js';
+import { SseClient } from './support/stream-clients.js';
 
 let dir: string;
 let database: TestStore;
@@ -110,7 +110,10 @@ it('ends streams and long polls, cuts a stalled snapshot, and exits 0 within 10 
   stalledSnapshot.resume();
   stalledStream.resume();
   const snapshot = await stalledSnapshot.done;
-  expect(snapshot.complete).toBe(false);
+  // Cut short when it was being sent; refused with 503 when shutdown came while it was
+  // still being spooled (on a busy machine): never a whole answer that is not whole.
+  if (snapshot.status === 503) expect(JSON.parse(snapshot.body)).toMatchObject({ error: { code: 'unavailable' } });
+  else expect(snapshot.complete).toBe(false);
   expect(snapshot.body).not.toContain('"end":true');
   // A stream is ended, or cut when its reader is seen not to read: either way without
   // its snapshot-end, so the client knows that the snapshot is incomplete.

@@ -1,10 +1,12 @@
 // A snapshot of 200,000 keys against readers that stop reading or go away: the server
 // must hold only a bounded amount, keep writing, and let go of the snapshot at once.
 import http from 'node:http';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl, SseClient, untilStalled, type ErrorBody } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, SseClient, untilStalled, type ErrorBody } from './support/stream-clients.js';
 
 const KEYS = 200_000;
 const PAD = 'x'.repeat(250);
@@ -65,7 +67,13 @@ async function timedPut(key: string): Promise<number> {
   return performance.now() - started;
 }
 
+// What is retained is measured, not garbage not yet collected: spooling the snapshot
+// passes all of it through memory once, at the database's speed.
+v8.setFlagsFromString('--expose-gc');
+const collectGarbage = vm.runInNewContext('gc') as () => void;
+
 const usedMemory = (): number => {
+  collectGarbage();
   const { heapUsed, arrayBuffers } = process.memoryUsage();
   return heapUsed + arrayBuffers;
 };
@@ -106,7 +114,7 @@ describe('a reader that stops reading a 200,000-key snapshot', () => {
 });
 
 describe('the snapshot limit', () => {
-  it('answers 429 with Retry-After beyond STATELOG_MAX_SNAPSHOTS, and a disconnect frees the slot and the read transaction at once', async () => {
+  it('answers 429 with Retry-After beyond STATELOG_MAX_SNAPSHOTS, and a disconnect frees the slot at once', async () => {
     const reader = await stalledSnapshot();
     await timedPut('while-pinned');
 
@@ -117,9 +125,9 @@ describe('the snapshot limit', () => {
     // A stream with snapshot=true takes a slot from the same limit.
     const stream = await SseClient.open(`${base}/v1/changes/stream?snapshot=true`);
     expect(stream).toMatchObject({ status: 429, headers: { 'retry-after': '1' } });
-    // The open snapshot's read transaction holds the database at its offset (on SQLite,
-    // it keeps the newest write in the WAL).
-    expect(await t.database.readTransactionOpen()).toBe(true);
+    // The snapshot was spooled whole before it was answered: no read transaction holds
+    // the database at its offset while the reader dawdles (on SQLite, the WAL is free).
+    expect(await t.database.readTransactionOpen()).toBe(false);
 
     reader.request.destroy();
     const started = Date.now();
@@ -131,7 +139,5 @@ describe('the snapshot limit', () => {
       if (status === 200) break;
     }
     expect(status).toBe(200);
-    // PostgreSQL ends the snapshot's transaction a round trip after the slot is freed.
-    await expect.poll(() => t.database.readTransactionOpen(), { timeout: 1000 }).toBe(false);
   });
 });

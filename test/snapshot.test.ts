@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { digestHex, digestOf } from '../src/contract/digest.js';
-import { startApp, type TestApp } from './helpers.js';
-import { RandomWriter } from './random-writer.js';
-import { applyRecords, baseUrl, plain, readAllChanges, readSnapshot, stateOf, writeBatch, type ErrorBody } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { RandomWriter } from './support/random-writer.js';
+import { applyRecords, baseUrl, plain, readAllChanges, readSnapshot, stateOf, writeBatch, type ErrorBody } from './support/stream-clients.js';
 
 let t: TestApp;
 let base: string;

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCheckpointer } from '../src/store/sqlite/checkpointer.js';
 import type { SqliteStore } from '../src/store/sqlite/store.js';
-import { tempDir } from './helpers.js';
-import { write } from './store-helpers.js';
+import { tempDir } from './support/helpers.js';
+import { write } from './support/store-helpers.js';
 import { openSqliteStore } from './support/store-access.js';
 
 let dir: string;

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WriteOp, WriteRequest } from '../src/store/log-store.js';
 import type { SqliteStore } from '../src/store/sqlite/store.js';
-import { tempDir } from './helpers.js';
-import { write } from './store-helpers.js';
+import { tempDir } from './support/helpers.js';
+import { write } from './support/store-helpers.js';
 import { openSqliteStore } from './support/store-access.js';
 
 let store: SqliteStore;

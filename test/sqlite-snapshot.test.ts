@@ -2,8 +2,8 @@
 // renders, pages must walk every key once in byte order, and a closed reader must say so.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { entryJson, recordJson } from '../src/contract/render.js';
-import { startApp, type TestApp } from './helpers.js';
-import { baseUrl, writeBatch } from './stream-clients.js';
+import { startApp, type TestApp } from './support/helpers.js';
+import { baseUrl, writeBatch } from './support/stream-clients.js';
 
 let t: TestApp;
 const keys = ['a', 'a/', 'a/"quoted"', 'a/back\\slash', 'a/é', 'a/😀', 'a/\u2028', 'a/ﬀ', 'b', 'a/ /spaced', 'ab', 'a/z'];

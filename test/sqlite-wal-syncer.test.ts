@@ -7,8 +7,8 @@ import type { FileHandle } from 'node:fs/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { LOOP_FSYNC_MAX_MS, MAX_IN_FLIGHT, WalSyncer } from '../src/store/sqlite/wal-syncer.js';
-import { tempDir } from './helpers.js';
-import { write } from './store-helpers.js';
+import { tempDir } from './support/helpers.js';
+import { write } from './support/store-helpers.js';
 
 /**
  * A datasync whose background fsyncs wait until the test lets them finish, and whose
@@ -276,4 +276,27 @@ describe('SqliteStore with STATELOG_SYNC=full', () => {
       await expect(write(store, [{ op: 'set', key: 'b', value: '1' }], Date.now())).rejects.toThrow(/EIO/);
       await expect(store.ping()).rejects.toThrow(/EIO/);
     }));
+
+  it('tells its owner once, at the first failed fsync, so that the process can stop', async () => {
+    const held = heldDatasync();
+    const fatal: Error[] = [];
+    const store = new SqliteStore({
+      path: join(tempDir(), 'statelog.db'),
+      sync: 'full',
+      idempotencyTtlMs: 60_000,
+      datasync: held.datasync,
+      onFatal: (err) => fatal.push(err),
+    });
+    try {
+      const writing = write(store, [{ op: 'set', key: 'a', value: '1' }], Date.now());
+      await held.started(1);
+      held.pending[0]!.fail(new Error('EIO: i/o error'));
+      await expect(writing).rejects.toThrow(/fsync of the write-ahead log failed/);
+      await expect(write(store, [{ op: 'set', key: 'b', value: '1' }], Date.now())).rejects.toThrow(/EIO/);
+      await settled();
+      expect(fatal.map((err) => err.message)).toEqual(['fsync of the write-ahead log failed: EIO: i/o error']);
+    } finally {
+      await store.close();
+    }
+  });
 });

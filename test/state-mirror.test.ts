@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../src/app.js';
 import { StateMirror, StatelogClient, type ResetEvent } from '@statelog/client';
-import { startApp, tempDir, type TestApp } from './helpers.js';
+import { startApp, tempDir, type TestApp } from './support/helpers.js';
 
 let t: TestApp | undefined;
 let mirrors: StateMirror[] = [];

@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SERVER_TIMEOUTS, type App } from '../src/app.js';
 import { MAX_WAIT_SECONDS } from '../src/contract/schemas.js';
-import { startApp, type TestApp } from './helpers.js';
+import { startApp, type TestApp } from './support/helpers.js';
 import { portOf, send } from './support/http.js';
 
 let t: TestApp | undefined;

@@ -4,7 +4,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { digestHex, digestOf } from '../src/contract/digest.js';
-import { tempDir, testStore, type TestStore } from './helpers.js';
+import { tempDir, testStore, type TestStore } from './support/helpers.js';
 import { spawnServer, type UrlServer } from './support/child-server.js';
 
 let dir: string;

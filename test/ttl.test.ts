@@ -2,7 +2,7 @@
 // follows through the write path, and a write without a TTL clears it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
-import { json, startApp, type TestApp } from './helpers.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {

@@ -5,7 +5,9 @@
 // A page covers a range of keys: after the last key of the page before it, and up to
 // its own last key (or everything after, on the last page). A key set live inside that
 // range appears in place; a deleted key leaves; a changed value is updated and
-// highlighted. Keys outside the range belong to other pages and are left to them.
+// highlighted. Keys outside the range belong to other pages and are left to them. A
+// page never shows more rows than the page size: a key arriving in range pushes the
+// last one out to the next page, and the page's range ends at its new last key.
 import { ApiFailure, type Api, type KeyEntry, type LogRecord } from './api.js';
 import { compareKeys, formatCount, formatTime, formatValue } from './format.js';
 import { ChangeStream, type StreamState } from './sse.js';
@@ -45,6 +47,11 @@ export class KeyBrowser {
   private nextCursor: string | null = null;
   /** The page's last key when it was listed: the upper bound of its range, null on the last page. */
   private upper: string | null = null;
+  /**
+   * The page pushed keys out to the next one: `nextCursor` no longer starts the next
+   * page where this one now ends, so the next page's cursor is asked for on the way.
+   */
+  private trimmed = false;
   private stream: ChangeStream | null = null;
   /** Bumped by each load, so that an answer to an older one is dropped. */
   private generation = 0;
@@ -88,12 +95,29 @@ export class KeyBrowser {
   private turn(step: 1 | -1): void {
     if (step === 1) {
       if (this.nextCursor === null) return;
+      if (this.trimmed) return void this.turnAfterTrim();
       this.pages[this.index + 1] = { cursor: this.nextCursor, after: this.upper };
     } else if (this.index === 0) {
       return;
     }
     this.index += step;
     void this.load();
+  }
+
+  /** The next page of a page that pushed keys out: lists this one again for its cursor. */
+  private async turnAfterTrim(): Promise<void> {
+    const generation = this.generation;
+    try {
+      const listing = await this.api.keys(this.prefix, this.pageSize, this.pages[this.index]!.cursor);
+      if (generation !== this.generation) return;
+      if (listing.cursor !== null) {
+        this.pages[this.index + 1] = { cursor: listing.cursor, after: listing.items.at(-1)?.key ?? null };
+        this.index += 1;
+      }
+    } catch {
+      // Shown by the load below, which lists again.
+    }
+    if (generation === this.generation) void this.load();
   }
 
   /** Lists the current page, then follows the changes after the listing's offset. */
@@ -110,6 +134,7 @@ export class KeyBrowser {
       this.entries = listing.items;
       this.nextCursor = listing.cursor;
       this.upper = listing.cursor === null ? null : (listing.items.at(-1)?.key ?? null);
+      this.trimmed = false;
       this.renderAll();
       this.follow(listing.offset, generation);
     } catch (err) {
@@ -186,7 +211,19 @@ export class KeyBrowser {
     const row = this.makeRow(entry);
     this.el.rows.insertBefore(row, this.el.rows.children[position] ?? null);
     flash(row);
+    if (this.entries.length > this.pageSize) this.pushOutLast();
     this.renderMeta();
+  }
+
+  /** Moves the page's last key to the next page, where the page size says it belongs. */
+  private pushOutLast(): void {
+    const last = this.entries.pop()!;
+    this.rowOf.get(last.key)?.remove();
+    this.rowOf.delete(last.key);
+    this.upper = this.entries.at(-1)?.key ?? null;
+    this.trimmed = true;
+    // Not null: there is a next page now, even if this was the last one.
+    this.nextCursor ??= '';
   }
 
   private renderAll(): void {
@@ -225,7 +262,8 @@ export class KeyBrowser {
   private fillRow(row: HTMLTableRowElement, entry: KeyEntry): void {
     const [key, value, offset, when] = row.children as unknown as HTMLElement[];
     row.dataset.key = entry.key;
-    key!.textContent = entry.key;
+    key!.replaceChildren(...keyName(entry.key));
+    key!.title = entry.key;
     const shown = formatValue(entry.value);
     const code = document.createElement('code');
     code.textContent = shown.text;
@@ -255,6 +293,20 @@ export class KeyBrowser {
     this.el.streamState.textContent = text[state];
     this.el.streamState.dataset.state = state;
   }
+}
+
+/**
+ * A key's text with line-break opportunities only after its separators, so a long key
+ * wraps between the parts of its name, never inside one (the cell cuts a part too long
+ * for it with an ellipsis; the title has the whole key).
+ */
+function keyName(key: string): Node[] {
+  const nodes: Node[] = [];
+  for (const part of key.split(/(?<=[-/:._])/)) {
+    if (nodes.length > 0) nodes.push(document.createElement('wbr'));
+    nodes.push(document.createTextNode(part));
+  }
+  return nodes;
 }
 
 /** Highlights a row that just changed (restarting the highlight if it is still on). */

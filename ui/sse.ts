@@ -13,8 +13,9 @@ export interface StreamHandlers {
   /** The server moved on to `offset` (progress events, and every record). */
   position?(offset: number): void;
   /**
-   * The stream cannot go on from where it is (`event: reset`, or a 410 when resuming:
-   * compaction removed deletes it has not seen): the reader must reload and start over.
+   * The stream cannot go on from where it is (`event: reset`, also as the only event of
+   * a reconnection behind the horizon: compaction removed deletes it has not seen): the
+   * reader must reload and start over.
    */
   reset(error: ErrorBody): void;
   /** 401: the token is no longer accepted. */

@@ -53,6 +53,6 @@ export class ApiError extends Error {
  * 503 for a database that cannot be used now. A node makes new connections on demand
  * and listens again within a second of the database coming back, so a second is the wait.
  */
-export function databaseUnavailable(message = 'the database is unavailable; retry later'): ApiError {
-  return new ApiError('unavailable', message, {}, { 'retry-after': '1' });
+export function databaseUnavailable(message = 'the database is unavailable; retry later', details: ErrorDetails = {}): ApiError {
+  return new ApiError('unavailable', message, details, { 'retry-after': '1' });
 }

@@ -188,9 +188,10 @@ export const changeStreamSchema = {
       snapshot: Type.Boolean({ default: false }),
       epoch: Type.Optional(Epoch),
     },
-    { additionalProperties: false },
+    // An EventSource polyfill's cache-buster must not close the stream for good.
+    { additionalProperties: true },
   ),
-  response: { 200: EventStreamBody, ...errors(400, 401, 403, 410, 429, 503) },
+  response: { 200: EventStreamBody, ...errors(400, 401, 403, 429, 503) },
 };
 
 // --- stats and operations ---

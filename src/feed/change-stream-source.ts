@@ -2,7 +2,7 @@
 // an optional snapshot phase, then records read from the log by offset for ever.
 import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
-import { ApiError } from '../contract/errors.js';
+import { ApiError, type ErrorBody } from '../contract/errors.js';
 import { recordJson } from '../contract/render.js';
 import { SnapshotDigest } from './snapshot-digest.js';
 import { sseComment, sseEvent, sseRetry } from '../http/sse.js';
@@ -16,7 +16,7 @@ import type { TailPages } from './tail-pages.js';
 const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
 /** How long a client waits before reconnecting after the stream drops. */
-const RETRY_MS = 1000;
+export const RETRY_MS = 1000;
 /** The contract's bound on the time between progress events. */
 const PROGRESS_INTERVAL_MS = 15_000;
 
@@ -37,12 +37,23 @@ export interface ChangeStreamOptions {
   prefix: string;
   /** Only this exact key (with prefix ''). */
   key?: string;
+  /** The log's epoch, named in a `reset` event. */
+  epoch: string;
   /** Where a stream without a snapshot starts (exclusive). */
   after: number;
   /** With snapshot=true: the open snapshot and what gives its slot back. */
   snapshot: { reader: SnapshotReader; release: () => void } | null;
   /** Ends the stream: the client went away or the server shuts down. */
   signal: AbortSignal;
+}
+
+/**
+ * The data of a `reset` event: the 410's error body, with the log's horizon and epoch
+ * beside whichever of them the code names, so a reader knows where it may start again.
+ */
+export function resetBody(err: ApiError, horizon: number, epoch: string): ErrorBody {
+  const body = err.toBody();
+  return { error: { ...body.error, horizon: body.error.horizon ?? horizon, epoch: body.error.epoch ?? epoch } };
 }
 
 type Phase = 'open' | 'snapshot' | 'live' | 'done';
@@ -138,7 +149,8 @@ export class ChangeStreamSource {
     } catch (err) {
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
       this.phase = 'done';
-      return sseEvent('reset', JSON.stringify(err.toBody()));
+      const body = resetBody(err, tail.horizon, this.options.epoch);
+      return sseEvent('reset', JSON.stringify(body));
     }
     const lastSent = page.records.length > 0 ? page.records[page.records.length - 1]!.offset : this.position;
     this.position = page.next;

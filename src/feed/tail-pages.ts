@@ -29,6 +29,11 @@ export class TailPages<Rendered> {
     return this.store.position().head;
   }
 
+  /** The log's horizon as this node last heard of it. */
+  get horizon(): number {
+    return this.store.position().horizon;
+  }
+
   /** The page after `after` with `prefix`, or a 410 from checkReader, as readFeed gives it. */
   async read(query: FeedQuery): Promise<RenderedPage<Rendered>> {
     const position = this.store.position();

@@ -4,7 +4,7 @@ import { STATUS_CODES as HTTP_REASONS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, databaseUnavailable, type ErrorCode } from '../contract/errors.js';
-import { isStoreUnavailable } from '../store/unavailable.js';
+import { isStoreCorrupt, isStoreFull, isStoreUnavailable } from '../store/unavailable.js';
 
 /** fastify's own errors, by code, as the contract's codes. */
 const FASTIFY_CODES: Record<string, ErrorCode> = {
@@ -44,6 +44,9 @@ const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
 
 export function toApiError(err: FastifyError | Error): ApiError {
   if (err instanceof ApiError) return err;
+  // Corruption is no outage to wait out: the client is told of an internal error.
+  if (isStoreCorrupt(err)) return new ApiError('internal', 'internal error');
+  if (isStoreFull(err)) return databaseUnavailable('the database has no room to write; retry later');
   if (isStoreUnavailable(err)) return databaseUnavailable();
   const fastifyError = err as FastifyError;
   if (fastifyError.validation) return new ApiError('invalid_request', fastifyError.message);
@@ -56,10 +59,26 @@ export function toApiError(err: FastifyError | Error): ApiError {
   return new ApiError('internal', 'internal error');
 }
 
+/**
+ * The client went away while its request was being read (a reset during an upload):
+ * its socket is gone, so the error is the client's, not the database's.
+ */
+function isClientAbort(err: Error & { code?: unknown }, request: FastifyRequest): boolean {
+  return (err.code === 'ECONNRESET' || err.code === 'ECONNABORTED' || err.message === 'aborted') && (request.raw.destroyed || request.raw.socket?.destroyed === true);
+}
+
 export function errorHandler(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (!(err instanceof ApiError) && isClientAbort(err, request)) {
+    request.log.info({ err: { message: err.message, code: (err as { code?: unknown }).code } }, 'the client aborted the request');
+    return reply.code(400).send(new ApiError('invalid_request', 'the request was not received whole').toBody());
+  }
   const apiError = toApiError(err);
-  if (apiError.statusCode >= 500 && apiError.code !== 'unavailable') {
+  if (isStoreCorrupt(err)) {
+    request.log.error({ err }, 'the database is corrupt: the request failed; restore the file from a backup');
+  } else if (apiError.statusCode >= 500 && apiError.code !== 'unavailable') {
     request.log.error({ err }, 'request failed');
+  } else if (!(err instanceof ApiError) && isStoreFull(err)) {
+    request.log.warn({ err: { message: err.message, code: (err as { code?: unknown }).code } }, 'the database has no room to write');
   } else if (!(err instanceof ApiError) && isStoreUnavailable(err)) {
     // An outage, not a bug: the cause (which address, which SQLSTATE) without alarm.
     request.log.warn({ err: { message: err.message, code: (err as { code?: unknown }).code } }, 'the database is unavailable');

@@ -4,8 +4,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { CompactionStopped, type Compactor } from '../compaction/compactor.js';
 import { ApiError } from '../contract/errors.js';
 import { compactSchema } from '../contract/schemas.js';
+import type { StoreFaults } from '../store/unavailable.js';
 
-export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor }> = async (app, { compactor }) => {
+export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor; faults: StoreFaults }> = async (app, { compactor, faults }) => {
   app.post('/v1/admin/compact', { schema: compactSchema }, async (req) => {
     // A large run is silent for longer than the socket inactivity timeout
     // (connectionTimeout), which would end the connection before the answer: the
@@ -19,6 +20,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor }> = 
       if (err instanceof CompactionStopped) {
         throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
       }
+      // A corrupt database is no failure that the timer's retry mends: 500, logged as such.
+      if (faults.observe(err)) throw err;
       // The cause is in the server's log; the client learns only that it may retry.
       throw new ApiError(
         'unavailable',

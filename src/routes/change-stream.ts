@@ -2,7 +2,7 @@
 // a snapshot, resumable with Last-Event-ID.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
-import { ChangeStreamSource, recordEvents } from '../feed/change-stream-source.js';
+import { ChangeStreamSource, recordEvents, resetBody, RETRY_MS } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
 import { checkWatchFilter } from '../contract/key-rules.js';
 import { pullStream } from '../http/pull-stream.js';
@@ -10,7 +10,7 @@ import { requestLifetime } from '../http/request-lifetime.js';
 import { changeStreamSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../feed/snapshot-slots.js';
-import { parseLastEventId } from '../http/sse.js';
+import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
 import { OneKeySnapshot } from '../feed/one-key-snapshot.js';
 import type { LogStore, SnapshotReader } from '../store/log-store.js';
@@ -31,9 +31,10 @@ async function openSnapshot(
   slots: SnapshotSlots,
   store: LogStore,
   filter: { prefix: string; key?: string },
+  signal: AbortSignal,
 ): Promise<{ reader: SnapshotReader; release: () => void }> {
-  if (filter.key === undefined) return slots.open(store, filter.prefix);
-  const opened = await slots.open(store, filter.key);
+  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', signal);
+  const opened = await slots.open(store, filter.key, 'record', signal);
   return { reader: new OneKeySnapshot(opened.reader, filter.key), release: opened.release };
 }
 
@@ -43,7 +44,6 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema }, async (req, reply) => {
     const filter = checkWatchFilter(req.query.prefix, req.query.key);
-    checkEpoch(req.query.epoch, store.epoch);
     // A reconnecting EventSource repeats the URL it started with: its Last-Event-ID
     // overrides both `after` and `snapshot=true`, so it resumes instead of starting over.
     const resume = parseLastEventId(req.headers['last-event-id']);
@@ -52,13 +52,25 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
       throw new ApiError('invalid_request', 'snapshot=true starts at the snapshot\'s own offset: give no "after"');
     }
     const after = resume ?? req.query.after ?? 0;
-    // Against the database's head and horizon, not the ones this node last heard of: on
-    // PostgreSQL another node may have acknowledged `after` a moment ago. Reading them
-    // also answers 503 before the stream opens if the database cannot be reached.
-    if (!withSnapshot) checkReader(after, await store.readPosition());
+    try {
+      checkEpoch(req.query.epoch, store.epoch);
+      // Against the database's head and horizon, not the ones this node last heard of: on
+      // PostgreSQL another node may have acknowledged `after` a moment ago. Reading them
+      // also answers 503 before the stream opens if the database cannot be reached.
+      if (!withSnapshot) checkReader(after, await store.readPosition());
+    } catch (err) {
+      // An EventSource sees nothing of a 410 but a bare error, and reconnects to the same
+      // position for ever: the reason goes in-band, as the event a reader already handles.
+      if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
+      const body = resetBody(err, (await store.readPosition()).horizon, store.epoch);
+      return reply
+        .type('text/event-stream; charset=utf-8')
+        .headers({ 'cache-control': 'no-store', 'x-accel-buffering': 'no', 'x-log-epoch': store.epoch })
+        .send(sseRetry(RETRY_MS) + sseComment('statelog change stream') + sseEvent('reset', JSON.stringify(body)));
+    }
 
     const release = watchers.acquire();
-    const opening = withSnapshot ? openSnapshot(options.slots, store, filter) : null;
+    const opening = withSnapshot ? openSnapshot(options.slots, store, filter, lifecycle.shutdown) : null;
     const snapshot = await opening?.catch((err: unknown) => {
       release();
       throw err;
@@ -66,7 +78,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse', req.raw);
-    const source = new ChangeStreamSource({ tail, notifier, ...filter, after, snapshot: snapshot ?? null, signal: lifetime.signal });
+    const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must not leave an idle keep-alive connection behind
     // (server.close() waits for it); a reader that is not draining is cut at once, and
@@ -80,7 +92,12 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     lifecycle.shutdown.addEventListener('abort', onShutdown, { once: true });
 
     const stream = pullStream(
-      () => source.next(),
+      () =>
+        source.next().catch((err: unknown) => {
+          // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
+          options.services.faults.observe(err);
+          throw err;
+        }),
       () => {
         lifecycle.shutdown.removeEventListener('abort', onShutdown);
         lifetime.dispose();
@@ -88,6 +105,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
         closed();
         release();
       },
+      { stalled: { socket: req.raw.socket, ms: options.services.config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
     );
     return reply
       .type('text/event-stream; charset=utf-8')

@@ -4,6 +4,7 @@ import { ApiError, databaseUnavailable } from '../contract/errors.js';
 import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import { dirtyRatio } from '../store/log-store.js';
+import { isStoreFull } from '../store/unavailable.js';
 
 export interface OperationsOptions {
   services: AppServices;
@@ -12,7 +13,7 @@ export interface OperationsOptions {
 }
 
 export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = async (app, options) => {
-  const { store, lifecycle, metrics } = options.services;
+  const { store, lifecycle, metrics, faults } = options.services;
 
   app.get('/v1/stats', { schema: statsSchema }, async () => {
     const counters = await store.counters();
@@ -28,10 +29,17 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
 
   app.get('/readyz', { schema: healthSchema }, async () => {
     if (lifecycle.closing) throw new ApiError('unavailable', 'shutting down');
+    const corrupt = (reason: string): ApiError =>
+      new ApiError('unavailable', `the database is corrupt (${reason}); restore it from a backup`, { reason: 'corrupt' }, { 'retry-after': '60' });
+    if (faults.corrupt) throw corrupt(faults.corrupt);
     try {
       await store.ping();
-    } catch {
-      throw databaseUnavailable('the database is not usable');
+    } catch (err) {
+      if (faults.observe(err)) throw corrupt(faults.corrupt!);
+      if (isStoreFull(err)) {
+        throw databaseUnavailable('writes fail: the database has no room to write', { reason: 'no_space' });
+      }
+      throw databaseUnavailable('the database is not usable', { reason: 'unavailable' });
     }
     return { status: 'ready' };
   });

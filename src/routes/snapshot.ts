@@ -28,11 +28,11 @@ export interface SnapshotRouteOptions {
 }
 
 export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = async (app, { services, slots }) => {
-  const { store, lifecycle, metrics } = services;
+  const { store, lifecycle, metrics, config } = services;
 
   app.get('/v1/snapshot', { schema: snapshotSchema }, async (req, reply) => {
     const prefix = checkPrefix(req.query.prefix);
-    const { reader, release } = await slots.open(store, prefix);
+    const { reader, release } = await slots.open(store, prefix, 'entry', lifecycle.shutdown);
 
     const closed = metrics.openStream('snapshot', req.raw);
     let count = 0;
@@ -61,6 +61,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
         release();
         closed();
       },
+      { stalled: { socket: req.raw.socket, ms: config.stalledReaderMs, cut } },
     );
     return reply
       .type('application/x-ndjson; charset=utf-8')

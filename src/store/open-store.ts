@@ -5,7 +5,12 @@ import type { LogStore } from './log-store.js';
 import { PgStore } from './postgres/store.js';
 import { SqliteStore } from './sqlite/store.js';
 
-export async function openStore(config: Config): Promise<LogStore> {
+export interface StoreHooks {
+  /** Nothing more can be promised durable (a failed fsync): the process must stop. */
+  onFatal?: (err: Error) => void;
+}
+
+export async function openStore(config: Config, hooks: StoreHooks = {}): Promise<LogStore> {
   if (config.store === 'postgres') {
     return PgStore.open({
       url: config.databaseUrl!,
@@ -16,7 +21,13 @@ export async function openStore(config: Config): Promise<LogStore> {
       idempotencyTtlMs: config.idempotencyTtlMs,
     });
   }
-  return new SqliteStore({ path: config.dbPath, sync: config.sync, idempotencyTtlMs: config.idempotencyTtlMs });
+  return new SqliteStore({
+    path: config.dbPath,
+    sync: config.sync,
+    idempotencyTtlMs: config.idempotencyTtlMs,
+    startupCheckMaxBytes: config.startupCheckMaxBytes,
+    ...(hooks.onFatal ? { onFatal: hooks.onFatal } : {}),
+  });
 }
 
 /** The database, for messages: a file path, or a URL without its password. */

@@ -38,6 +38,7 @@ const DRIVER_MESSAGES =
 
 export function isStoreUnavailable(err: unknown, depth = 0): boolean {
   if (!(err instanceof Error) || depth > 3) return false;
+  if (isStoreFull(err)) return true;
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string' && (NETWORK_CODES.has(code) || SERVER_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) {
     return true;
@@ -46,4 +47,45 @@ export function isStoreUnavailable(err: unknown, depth = 0): boolean {
   // A connection attempt to several addresses fails with an AggregateError of each.
   const inner = [err.cause, ...(err instanceof AggregateError ? err.errors : [])];
   return inner.some((cause) => isStoreUnavailable(cause, depth + 1));
+}
+
+/**
+ * No room to write: SQLite's SQLITE_FULL (the disk, or a file-size limit), an ENOSPC
+ * from Node, PostgreSQL's disk_full. Writes fail until space returns, by itself or by
+ * an operator's hand; reads go on. Answered 503 `unavailable` with Retry-After.
+ */
+export function isStoreFull(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG' || code === '53100';
+}
+
+/**
+ * A corrupt database: SQLite's SQLITE_CORRUPT (and its extended codes) and
+ * SQLITE_NOTADB, PostgreSQL's data_corrupted and index_corrupted. Never a passing
+ * outage: answered 500, and the node stays unready until an operator repairs the file.
+ */
+export function isStoreCorrupt(err: unknown, depth = 0): boolean {
+  if (!(err instanceof Error) || depth > 3) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB' || code === 'XX001' || code === 'XX002')) {
+    return true;
+  }
+  return isStoreCorrupt(err.cause, depth + 1);
+}
+
+/** A corrupt database, once seen: readiness fails with this reason from then on. */
+export class StoreFaults {
+  private corruption: string | null = null;
+
+  /** Why the database is known to be corrupt, or null. */
+  get corrupt(): string | null {
+    return this.corruption;
+  }
+
+  /** Takes note of an error from the database; true when it shows corruption. */
+  observe(err: unknown): boolean {
+    if (!isStoreCorrupt(err)) return false;
+    this.corruption ??= (err as Error).message;
+    return true;
+  }
 }

@@ -4,7 +4,6 @@
 // a key written again meanwhile is left alone (its condition fails). On PostgreSQL every
 // node runs one: for each expiry one node's delete wins and the others' fail, so none
 // is lost or doubled. Expiries are rows of the database, so they outlive any process.
-import type { FastifyBaseLogger } from 'fastify';
 import type { Answer, LogStore } from '../store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
 
@@ -19,7 +18,7 @@ const ANSWER: Answer = { status: 200, headers: {}, body: '' };
 export interface ExpirerOptions {
   store: LogStore;
   batcher: WriteBatcher;
-  log: FastifyBaseLogger;
+  log: { error(fields: object, message: string): void };
   /** How often due keys are looked for (a tombstone follows its expiry within about this); 0: never. */
   periodMs: number;
   batch?: number;

@@ -4,7 +4,7 @@
 import pg from 'pg';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import { PgStore, type PgStoreOptions } from '../../src/store/postgres/store.js';
-import { createTestDatabase, type TestDatabase } from '../support/pg-database.js';
+import { createTestDatabase, type TestDatabase } from '../../harness/pg-database.js';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
 
 /**

@@ -8,7 +8,7 @@ import parsePrometheus from 'parse-prometheus-text-format';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import type { PgStore } from '../../src/store/postgres/store.js';
-import { SseClient, type WireRecord } from '../stream-clients.js';
+import { SseClient, type WireRecord } from '../support/stream-clients.js';
 import { checkFollowers, fixture, follow, http, NO_SHEDDING, sleep, type Fixture, type ReadPage } from './fixtures.js';
 
 let f: Fixture | undefined;

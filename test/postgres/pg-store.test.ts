@@ -10,10 +10,10 @@ import { PG_MIGRATIONS_DIR } from '../../src/store/postgres/migrations.js';
 import { MigrationError } from '../../src/store/migration-files.js';
 import { prefixUpperBound } from '../../src/store/postgres/sql.js';
 import type { CompactionPass, StoredEntry } from '../../src/store/log-store.js';
-import { tempDir } from '../helpers.js';
-import { createTestDatabase } from '../support/pg-database.js';
+import { tempDir } from '../support/helpers.js';
+import { createTestDatabase } from '../../harness/pg-database.js';
 import { joinedOtherRun, planConflicts } from '../support/store-access.js';
-import { allRecords, write } from '../store-helpers.js';
+import { allRecords, write } from '../support/store-helpers.js';
 import { fixture, sleep, type Fixture } from './fixtures.js';
 
 let f: Fixture | undefined;
@@ -262,7 +262,7 @@ describe('group commit on PostgreSQL', () => {
   });
 });
 
-describe('bounded pages (the changes branch adds maxChars and full)', () => {
+describe('bounded pages (maxChars and full)', () => {
   it('end a changes page at limit or at the size bound, at least one record, and say it is full', async () => {
     f = await fixture();
     const store = await f.open();

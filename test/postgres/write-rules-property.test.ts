@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogStore, WriteOp, WriteRequest, WriteResult } from '../../src/store/log-store.js';
 import type { PgStore } from '../../src/store/postgres/store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { allRecords } from '../store-helpers.js';
+import { allRecords } from '../support/store-helpers.js';
 import { fixture, type Fixture } from './fixtures.js';
 
 const TTL_MS = 10;

@@ -1,91 +1,69 @@
-// The real server process (src/server.ts, as `npm start` runs it but through tsx), for
-// tests of what only a process shows: start-up, logs, signals, exit codes, crashes.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+// The real server process (src/server.ts through tsx, as `npm start` runs it compiled),
+// for tests of what only a process shows: start-up, logs, signals, exit codes, crashes.
+// The launcher is harness/server-process.ts, shared with the benchmarks; these are its
+// test defaults: a clean environment, quiet and quick.
+import {
+  launchServer,
+  LISTENING_LINE,
+  startServer as startProcess,
+  type Exit,
+  type ListeningServer as Listening,
+  type ServerProcess,
+} from '../../harness/server-process.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export type { Exit };
+export type ChildServer = ServerProcess;
+export type ListeningServer = Listening;
+export type UrlServer = Listening;
 
-export interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
+/** No compaction timer and no load shedding unless a test asks (see test/support/helpers.ts). */
+const QUIET = { STATELOG_COMPACT_INTERVAL_MS: '0', STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0' };
 
-export interface ChildServer {
-  proc: ChildProcess;
-  /** Resolves when the process has exited. */
-  exited: Promise<Exit>;
-  /** Everything written to stdout and stderr so far. */
-  stdout(): string;
-  stderr(): string;
-  /** stdout's JSON log lines. */
-  logs(): Record<string, unknown>[];
-}
-
-export interface ListeningServer extends ChildServer {
-  port: number;
-  /** Sends a signal and waits for the exit. */
-  stop(signal?: NodeJS.Signals): Promise<Exit>;
-}
-
-/**
- * Starts the server with a clean environment: only PATH and `env` (plus defaults that
- * keep tests quiet and quick), so nothing leaks in from the environment of the tests.
- */
+/** Starts the server with only PATH and `env` (plus the quiet defaults) in its environment. */
 export function runServer(env: Record<string, string>): ChildServer {
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: ROOT,
-    // No load shedding unless a test asks for it (see test/helpers.ts).
-    env: { PATH: process.env.PATH, PORT: '0', LOG_LEVEL: 'info', STATELOG_COMPACT_INTERVAL_MS: '0', STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  const exited = new Promise<Exit>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
-  const logs = () =>
-    out
-      .split('\n')
-      .filter((line) => line.startsWith('{'))
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
-  return { proc, exited, stdout: () => out, stderr: () => err, logs };
+  return launchServer({ env: { PORT: '0', LOG_LEVEL: 'info', ...QUIET, ...env } });
 }
 
-/** Starts the server and waits until it listens (its info log says on which port). */
-export async function startServer(env: Record<string, string>, timeoutMs = 20_000): Promise<ListeningServer> {
-  const child = runServer(env);
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const listening = child
-      .logs()
-      .map((line) => /^Server listening at https?:\/\/127\.0\.0\.1:(\d+)$/.exec(String(line.msg)))
-      .find(Boolean);
-    if (listening) {
-      const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
-        child.proc.kill(signal);
-        return child.exited;
-      };
-      return { ...child, port: Number(listening[1]), stop };
-    }
-    if (child.proc.exitCode !== null || Date.now() > deadline) {
-      child.proc.kill('SIGKILL');
-      throw new Error(`the server did not start:\n${child.stdout()}\n${child.stderr()}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+/** Starts the server and waits until it has logged that it listens. */
+export function startServer(env: Record<string, string>, timeoutMs = 20_000): Promise<ListeningServer> {
+  return startProcess({ env: { LOG_LEVEL: 'info', ...QUIET, ...env }, timeoutMs, readyLine: LISTENING_LINE });
 }
 
-export type UrlServer = ListeningServer & { url: string };
-
-/** startServer, with the server's base URL. */
-export async function spawnServer(env: Record<string, string>): Promise<UrlServer> {
-  const server = await startServer(env);
-  return { ...server, url: `http://127.0.0.1:${server.port}` };
-}
+/** startServer, named for the tests that use its base URL. */
+export const spawnServer = (env: Record<string, string>): Promise<UrlServer> => startServer(env);
 
 /** Runs a server that is expected to stop by itself (a refused start-up), with its output. */
 export async function runServerExpectingExit(env: Record<string, string>) {
   const child = runServer(env);
   const { code } = await child.exited;
   return { code, stdout: child.stdout(), stderr: child.stderr() };
+}
+
+export interface KillableServer {
+  child: ServerProcess['proc'];
+  url: string;
+  /** What the server wrote to stdout and stderr so far. */
+  output(): string;
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  kill(signal: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * The server at LOG_LEVEL=warn, for tests that kill it and look only at its exit code;
+ * resolves once /healthz has answered (which the log at warn does not show).
+ */
+export async function startChildServer(env: Record<string, string>, timeoutMs = 30_000): Promise<KillableServer> {
+  const server = await startProcess({ env: { LOG_LEVEL: 'warn', ...env }, timeoutMs });
+  while (!(await fetch(`${server.url}/healthz`).then((res) => res.ok, () => false))) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  const exited = server.exited.then((exit) => exit.code);
+  return {
+    child: server.proc,
+    url: server.url,
+    output: () => server.stdout() + server.stderr(),
+    exited,
+    kill: (signal) => server.stop(signal).then((exit) => exit.code),
+  };
 }

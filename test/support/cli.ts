@@ -1,5 +1,5 @@
 // Runs the statelog command as a child process, as a shell user would.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -24,4 +24,33 @@ export function cli(args: string[], env: Record<string, string> = {}, input?: st
     if (input !== undefined) child.stdin!.end(input);
     else child.stdin!.end();
   });
+}
+
+const NODE_ARGS = ['--conditions=@statelog/source', '--import', 'tsx', 'src/cli.ts'];
+
+/**
+ * Runs `statelog ARGS | READER` in bash: the command's own exit code (not the
+ * reader's), its stderr, and what the reader printed.
+ */
+export function cliPiped(args: string[], reader: string, env: Record<string, string> = {}): Promise<CliResult> {
+  const quoted = [process.execPath, ...NODE_ARGS, ...args].map((arg) => `'${arg.replaceAll("'", "'\\''")}'`).join(' ');
+  const script = `${quoted} | ${reader}; exit "\${PIPESTATUS[0]}"`;
+  return new Promise((resolve) => {
+    const child = spawn('bash', ['-c', script], { cwd: ROOT, env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+/** The statelog command as a long-running child (tail), its output gathered as it comes. */
+export function cliProcess(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [...NODE_ARGS, ...args], { cwd: ROOT, env: { ...process.env, ...env } });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output.stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output.stderr += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output, exited };
 }

@@ -3,7 +3,7 @@
 // embedded one is started for the run (test/support/embedded-postgres.ts) and the test
 // processes are pointed at it. Databases left behind by killed runs are dropped first.
 import { startEmbeddedPostgres, type EmbeddedServer } from './embedded-postgres.js';
-import { closeAdmin, dropLeftoverDatabases, pgAdminUrl } from './pg-database.js';
+import { closeAdmin, dropLeftoverDatabases, pgAdminUrl } from '../../harness/pg-database.js';
 
 /** Codes of a server that is there but refuses the role: a password or a pg_hba.conf entry is missing. */
 const ROLE_REFUSED = new Set(['28P01', '28000']);

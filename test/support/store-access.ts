@@ -15,9 +15,9 @@ import { migratePostgres } from '../../src/store/postgres/migrations.js';
 import { pgTypes } from '../../src/store/postgres/sql.js';
 import { PgStore } from '../../src/store/postgres/store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { fillLog, planFill, type FillOptions } from '../fill-log.js';
-import { seedEntry, seedLiveKeys, type SeedOptions } from '../seed-db.js';
-import { createTestDatabase } from './pg-database.js';
+import { fillLog, planFill, type FillOptions } from '../../harness/fill-log.js';
+import { seedEntry, seedLiveKeys, type SeedOptions } from '../../harness/seed-db.js';
+import { createTestDatabase } from '../../harness/pg-database.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
 

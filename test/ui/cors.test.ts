@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startApp } from '../helpers.js';
+import { startApp } from '../support/helpers.js';
 import { portOf } from '../support/http.js';
 import { launchChromium, newVisit, type Visit } from './browser.js';
 

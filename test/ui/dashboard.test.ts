@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type StartOptions, type TestApp } from '../helpers.js';
+import { json, startApp, type StartOptions, type TestApp } from '../support/helpers.js';
 import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, SKIP_BROWSER_TESTS, type Visit, type VisitOptions } from './browser.js';
 import { bearer, portOf } from '../support/http.js';
 
@@ -206,29 +206,77 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on an open server', () => {
     await poll(() => page.locator('#page-prev').isDisabled()).toBe(true);
     await streamLive(page);
 
-    // Live: a key of another prefix never shows; one inside this page's range does; one
-    // past its last key belongs to the next page.
+    // Live: a key of another prefix never shows; one inside this page's range does,
+    // pushing the page's last key out to the next page (10 rows, as the page size
+    // says); one past its last key belongs to the next page.
     await put(t, 'b/2', 'b');
     await put(t, 'a/99', 99);
     await put(t, 'a/055', 55);
     await poll(() => row(page, 'a/055').count()).toBe(1);
     const first = await shownKeys(page);
-    expect(first.slice(4, 7)).toEqual(['a/05', 'a/055', 'a/06']);
-    expect(first).not.toContain('b/2');
-    expect(first).not.toContain('a/99');
+    expect(first).toEqual(['a/01', 'a/02', 'a/03', 'a/04', 'a/05', 'a/055', 'a/06', 'a/07', 'a/08', 'a/09']);
+    await poll(() => page.locator('#keys-caption').textContent()).toBe('Live keys starting with “a/”, page 1: 10 shown, values update live');
+    // Past the page's new last key: the next page's.
+    await put(t, 'a/095', 95);
+    await put(t, 'a/005', 5);
+    await poll(() => row(page, 'a/005').count()).toBe(1);
+    expect(await shownKeys(page)).toEqual(['a/005', ...first.slice(0, 9)]);
+    expect(await row(page, 'a/095').count()).toBe(0);
 
     await page.locator('#page-next').click();
     await poll(() => page.locator('#page-label').textContent()).toBe('Page 2');
-    await poll(() => shownKeys(page)).toEqual(['a/11', 'a/12', 'a/99']);
+    await poll(() => shownKeys(page)).toEqual(['a/09', 'a/095', 'a/10', 'a/11', 'a/12', 'a/99']);
     await poll(() => page.locator('#page-next').isDisabled()).toBe(true);
+    // The last page fills up live to the page size, then has a next page.
+    for (const key of ['a/13', 'a/14', 'a/15', 'a/16']) await put(t, key, 1);
+    await poll(() => shownKeys(page)).toEqual(['a/09', 'a/095', 'a/10', 'a/11', 'a/12', 'a/13', 'a/14', 'a/15', 'a/16', 'a/99']);
+    await put(t, 'a/100', 100);
+    await poll(() => row(page, 'a/100').count()).toBe(1);
+    expect(await shownKeys(page)).toEqual(['a/09', 'a/095', 'a/10', 'a/100', 'a/11', 'a/12', 'a/13', 'a/14', 'a/15', 'a/16']);
+    await poll(() => page.locator('#page-next').isDisabled()).toBe(false);
     await page.locator('#page-prev').click();
     await poll(() => page.locator('#page-label').textContent()).toBe('Page 1');
-    await poll(() => shownKeys(page)).toEqual(first.slice(0, 10));
+    await poll(() => shownKeys(page)).toEqual(['a/005', ...first.slice(0, 9)]);
 
     await page.locator('#prefix').fill('nothing/');
     await page.locator('#filter button[type=submit]').click();
     await page.locator('#keys-empty').waitFor({ state: 'visible' });
     await poll(() => page.locator('#keys-empty').textContent()).toBe('No live keys match.');
+    expect(problems).toEqual([]);
+  });
+});
+
+describe.skipIf(SKIP_BROWSER_TESTS)('key names in the table', () => {
+  it('wrap only after a separator, never inside a name, at 390 px', async () => {
+    const t = await server();
+    const keys = ['tenant_acme/orders/2026-12-01/order_000123/line_items/shipping_address', 'x'.repeat(80), 'short'];
+    for (const key of keys) await put(t, key, 1);
+    const { page, problems } = await visit(t, { viewport: PHONE });
+    await poll(() => row(page, 'short').count()).toBe(1);
+    for (const key of keys) {
+      // Where each line of the cell starts: the characters whose box sits lower than the one before.
+      const breaks = await row(page, key).locator('th.key').evaluate((cell) => {
+        const text = cell.textContent ?? '';
+        const range = document.createRange();
+        const starts: number[] = [];
+        let top = -Infinity;
+        let index = 0;
+        for (const node of Array.from(cell.childNodes)) {
+          if (node.nodeType !== Node.TEXT_NODE) continue;
+          for (let i = 0; i < node.textContent!.length; i += 1, index += 1) {
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            const box = range.getBoundingClientRect();
+            if (box.top > top + 2 && top !== -Infinity) starts.push(index);
+            top = Math.max(top, box.top);
+          }
+        }
+        return { starts, text, title: cell.getAttribute('title') };
+      });
+      expect(breaks.text, key).toBe(key);
+      expect(breaks.title, key).toBe(key);
+      for (const start of breaks.starts) expect('/:._-', `${key} broken before ${start}`).toContain(key[start - 1]);
+    }
     expect(problems).toEqual([]);
   });
 });

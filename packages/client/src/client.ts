@@ -18,8 +18,9 @@ import type {
   statsSchema,
   Written as WrittenSchema,
 } from '../../../src/contract/schemas.js';
-import { CutStreamError, StatelogError } from './errors.js';
+import { connectionError, CutStreamError, StatelogError, timeoutError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, isConnectionError, sleep, type RetryPolicy } from './retry.js';
+import { watch, type WatchEvent, type WatchOptions } from './watch.js';
 
 /** A live key: its value, the offset of the record that set it, and that record's time (ms). */
 export type Entry<T = unknown> = Omit<Static<typeof EntrySchema>, 'value'> & { value: T };
@@ -87,12 +88,15 @@ export interface ChangesOptions {
   signal?: AbortSignal;
 }
 
-export interface Snapshot<T = unknown> extends AsyncIterable<Entry<T>> {
+/** A snapshot's items (entries, or their JSON lines) with the offset and epoch they are the state at. */
+export interface SnapshotOf<Item> extends AsyncIterable<Item> {
   offset: number;
   epoch: string;
   /** Entries read so far; the trailer's count once the iteration has ended. */
   count: number;
 }
+
+export type Snapshot<T = unknown> = SnapshotOf<Entry<T>>;
 
 export interface ClientOptions {
   url: string;
@@ -100,6 +104,8 @@ export interface ClientOptions {
   retry?: Partial<RetryPolicy>;
   /** Per-request timeout, except long polls and streams. */
   timeoutMs?: number;
+  /** Called before each retry with its cause (unreachable, timeout, 503, 429). */
+  onRetry?: (cause: StatelogError, attempt: number) => void;
   /**
    * PEM certificate(s) of the CA that signed an https:// server's certificate (the file's
    * contents, such as readFileSync('ca.pem')). Trusted in place of Node's usual roots.
@@ -112,6 +118,8 @@ interface Call {
   path: string;
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
+  /** A body already in JSON text (kept as written: the digits of its numbers included). */
+  text?: string;
   headers?: Record<string, string>;
   /** Retry connection failures and 503/429 (writes only with an idempotency key). */
   retry: boolean;
@@ -133,10 +141,12 @@ export class StatelogClient {
   private readonly token: string | undefined;
   private readonly retryPolicy: RetryPolicy;
   private readonly timeoutMs: number;
+  private readonly onRetry: ClientOptions['onRetry'];
   /** Connections that trust `ca`; undefined: fetch's own. */
   private readonly dispatcher: Agent | undefined;
 
   constructor(options: ClientOptions) {
+    this.onRetry = options.onRetry;
     this.url = options.url.replace(/\/+$/, '');
     if (!/^https?:\/\//i.test(this.url)) throw new TypeError(`url must be http:// or https://, got "${options.url}"`);
     this.dispatcher = options.ca === undefined ? undefined : new Agent({ connect: { ca: options.ca } });
@@ -170,6 +180,25 @@ export class StatelogClient {
   /** Applies the items atomically, in order. */
   async batch(records: BatchItem[], options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<BatchResult> {
     return (await this.write('POST', '/v1/records', { records }, options)) as BatchResult;
+  }
+
+  /**
+   * A batch whose items are given as JSON text, each `{"key":...,"value":...}` or any
+   * other batch item: sent as written, so values keep every digit of their numbers.
+   */
+  async batchJson(items: string[], options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<BatchResult> {
+    const headers = { 'idempotency-key': options.idempotencyKey ?? randomUUID() };
+    const text = `{"records":[${items.join(',')}]}`;
+    return (await this.json({ method: 'POST', path: '/v1/records', text, headers, retry: true, signal: options.signal })) as BatchResult;
+  }
+
+  /**
+   * Follows the change stream as an async iterator, as nats.js kv.watch() does: from a
+   * snapshot (then `initialized`) or after an offset, resuming across disconnects;
+   * ends when `signal` aborts. See WatchOptions and WatchEvent.
+   */
+  watch<T = unknown>(options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
+    return watch<T>(this, options);
   }
 
   /** Adds `by` to a number (an absent key counts as 0) and returns the new value. */
@@ -248,6 +277,21 @@ export class StatelogClient {
    * CutStreamError if the stream ends without its trailer line.
    */
   async snapshot<T = unknown>(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<Snapshot<T>> {
+    return this.openSnapshot(options, (_line, entry) => entry as Entry<T>);
+  }
+
+  /**
+   * The snapshot's entries as the server wrote them, one JSON line each (the digits of
+   * every number kept): for backups. Checked against the trailer as snapshot() is.
+   */
+  async snapshotLines(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<SnapshotOf<string>> {
+    return this.openSnapshot(options, (line) => line);
+  }
+
+  private async openSnapshot<Item>(
+    options: { prefix?: string; signal?: AbortSignal },
+    item: (line: string, entry: Entry) => Item,
+  ): Promise<SnapshotOf<Item>> {
     const res = await this.send({
       method: 'GET',
       path: '/v1/snapshot',
@@ -259,7 +303,7 @@ export class StatelogClient {
     const offset = Number(res.headers.get('x-log-offset'));
     const epoch = res.headers.get('x-log-epoch') ?? '';
     const body = res.body!;
-    const snapshot: Snapshot<T> = {
+    const snapshot: SnapshotOf<Item> = {
       offset,
       epoch,
       count: 0,
@@ -267,13 +311,13 @@ export class StatelogClient {
         let trailer: { end: true; offset: number; count: number } | null = null;
         try {
           for await (const line of ndjsonLines(body)) {
-            const item = JSON.parse(line) as Entry<T> | { end: true; offset: number; count: number };
-            if ('end' in item) {
-              trailer = item;
+            const parsed = JSON.parse(line) as Entry | { end: true; offset: number; count: number };
+            if ('end' in parsed) {
+              trailer = parsed;
               break;
             }
             snapshot.count++;
-            yield item;
+            yield item(line, parsed);
           }
         } catch (err) {
           if (options.signal?.aborted) throw err;
@@ -303,7 +347,7 @@ export class StatelogClient {
     await this.dispatcher?.close();
   }
 
-  /** Opens a raw request with auth, for streams (used by StateMirror). */
+  /** Opens a raw request with auth, for streams (used by watch()); not retried. */
   async open(path: string, query: Call['query'], headers: Record<string, string>, signal?: AbortSignal): Promise<Response> {
     return this.send({ method: 'GET', path, query, headers, retry: false, signal, timeoutMs: 0 });
   }
@@ -326,8 +370,8 @@ export class StatelogClient {
     }
     const headers: Record<string, string> = { ...call.headers };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
-    if (call.body !== undefined) headers['content-type'] = 'application/json';
-    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    const body = call.text ?? (call.body === undefined ? undefined : JSON.stringify(call.body));
+    if (body !== undefined) headers['content-type'] = 'application/json';
     const timeoutMs = call.timeoutMs ?? this.timeoutMs;
 
     for (let attempt = 0; ; attempt++) {
@@ -338,14 +382,19 @@ export class StatelogClient {
         // Node's fetch takes an undici dispatcher (not in the DOM's RequestInit).
         res = await fetch(url, this.dispatcher ? ({ ...init, dispatcher: this.dispatcher } as unknown as RequestInit) : init);
       } catch (err) {
-        if (canRetry && isConnectionError(err)) {
+        if (call.signal?.aborted) throw err;
+        // No answer: a typed error naming the server and the cause, not fetch's bare TypeError.
+        const failure = (err as Error)?.name === 'TimeoutError' ? timeoutError(this.url, timeoutMs) : isConnectionError(err) ? connectionError(this.url, err) : err;
+        if (canRetry && failure instanceof StatelogError) {
+          this.onRetry?.(failure, attempt);
           await sleep(backoffDelay(attempt, this.retryPolicy), call.signal);
           continue;
         }
-        throw err;
+        throw failure;
       }
       if (res.ok) return res;
       if (canRetry && (res.status === 503 || res.status === 429)) {
+        this.onRetry?.(new StatelogError(res.status, res.status === 503 ? 'unavailable' : 'too_many_requests', `${res.status} from ${this.url}`), attempt);
         const retryAfter = Number(res.headers.get('retry-after'));
         await res.body?.cancel();
         await sleep(backoffDelay(attempt, this.retryPolicy, Number.isFinite(retryAfter) ? retryAfter : undefined), call.signal);

@@ -13,11 +13,21 @@ export type {
   LastCompaction,
   LogRecord,
   Snapshot,
+  SnapshotOf,
   Stats,
   WriteOptions,
   Written,
 } from './client.js';
-export { CutStreamError, StatelogError, isStatelogError, type ErrorCode } from './errors.js';
+export { CutStreamError, StatelogError, isStatelogError, type ConnectionErrorCode, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
 export { readEvents, type SseEvent } from './sse.js';
-export { DigestMismatchError, StateMirror, type DigestCheck, type ResetEvent, type StateMirrorOptions } from './state-mirror.js';
+export {
+  DigestMismatchError,
+  StateMirror,
+  type DigestCheck,
+  type ResetEvent,
+  type RetryEvent,
+  type StateMirrorEvents,
+  type StateMirrorOptions,
+} from './state-mirror.js';
+export type { WatchEvent, WatchOptions } from './watch.js';

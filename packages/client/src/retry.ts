@@ -31,7 +31,10 @@ export const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 
-/** Errors from fetch itself: the request may or may not have reached the server. */
+/**
+ * Errors from fetch itself (it rejects with a TypeError whatever the network did): the
+ * request may or may not have reached the server.
+ */
 export function isConnectionError(err: unknown): boolean {
-  return err instanceof TypeError && /fetch failed|terminated|socket|ECONN/i.test(`${err.message} ${String(err.cause)}`);
+  return err instanceof TypeError;
 }

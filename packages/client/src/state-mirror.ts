@@ -1,16 +1,17 @@
 // StateMirror: a worker's local copy of statelog's state (the informer / KTable idea).
 // It takes the state at one offset from the change stream with snapshot=true, applies
-// every later record, reconnects with jittered backoff and resumes from the last
-// offset it applied, and starts over (emitting 'reset') when the server says that
-// offset can no longer be served. With a checkpoint file it restarts from disk and
-// reads only the changes since.
+// every later record, and when the connection drops or the server restarts resumes
+// after the last offset it applied (watch() does the following). It takes a new
+// snapshot only when the server says its offset can no longer be served (a reset), or
+// when a snapshot was cut midway (what it had of that one is dropped). With a
+// checkpoint file it restarts from disk and reads only the changes since. A token the
+// server refuses (401, 403) stops it: `ready` rejects, and nothing is retried.
 import { EventEmitter } from 'node:events';
 import { digestHex, digestTerm } from '../../../src/contract/digest.js';
 import { StatelogClient, type ClientOptions, type LogRecord } from './client.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
-import { backoffDelay, DEFAULT_RETRY, sleep, type RetryPolicy } from './retry.js';
-import { readEvents } from './sse.js';
+import type { RetryPolicy } from './retry.js';
 
 export interface StateMirrorOptions {
   url: string;
@@ -24,12 +25,35 @@ export interface StateMirrorOptions {
   /** How often the checkpoint is saved while changes arrive (default 5 s). */
   checkpointIntervalMs?: number;
   retry?: Partial<RetryPolicy>;
-  /** Where warnings go (a corrupt checkpoint, a reconnect); default console.warn. */
+  /** Where warnings go (a corrupt checkpoint, each reconnection and its cause); default console.warn. */
   warn?: (message: string) => void;
 }
 
 export interface ResetEvent {
+  /** The server's code (offset_compacted, offset_ahead, epoch_changed). */
   reason: string;
+}
+
+export interface RetryEvent {
+  /** Why the stream is opened again (unreachable, timeout, a 5xx...). */
+  cause: StatelogError;
+  delayMs: number;
+}
+
+/** The mirror's events and their arguments. */
+export interface StateMirrorEvents<T> {
+  /** The mirror holds the state at some offset (once). */
+  ready: [];
+  /** A record applied to the state. */
+  change: [record: LogRecord<T>];
+  /** The state was replaced by a new snapshot, because the server could not serve the mirror's offset. */
+  reset: [event: ResetEvent];
+  /** The stream is opened again after `delayMs`. */
+  retry: [event: RetryEvent];
+  /** The checkpoint was saved at this offset. */
+  checkpoint: [offset: number];
+  /** A failure: transient ones (a retry follows), a checkpoint that could not be saved, or the one that stopped the mirror. */
+  error: [error: Error];
 }
 
 interface StreamPosition {
@@ -58,10 +82,11 @@ export class DigestMismatchError extends Error {
 /** How many (offset, digest) pairs the mirror keeps, so verify() can look back at the server's head. */
 const DIGEST_HISTORY = 4096;
 
-/** Events: 'ready', 'change' (record), 'reset' ({ reason }), 'checkpoint' (offset), 'error' (transient). */
-export class StateMirror<T = unknown> extends EventEmitter {
-  /** Resolves once the mirror holds the state at some offset. */
+export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>> {
+  /** Resolves once the mirror holds the state at some offset; rejects if the server refuses the token. */
   readonly ready: Promise<void>;
+  /** Snapshots taken (the first one included). */
+  snapshots = 0;
   private state = new Map<string, T>();
   /**
    * Each key's record offset and the digest they make (src/contract/digest.ts), kept as
@@ -74,10 +99,11 @@ export class StateMirror<T = unknown> extends EventEmitter {
   private position: StreamPosition | null = null;
   private readonly client: StatelogClient;
   private readonly prefix: string;
-  private readonly retry: RetryPolicy;
   private readonly warn: (message: string) => void;
   private readonly stop = new AbortController();
   private resolveReady!: () => void;
+  private rejectReady!: (err: Error) => void;
+  private readyEmitted = false;
   private running: Promise<void>;
   private checkpointTimer: NodeJS.Timeout | undefined;
   private savedOffset = -1;
@@ -90,9 +116,13 @@ export class StateMirror<T = unknown> extends EventEmitter {
       ...(options.ca !== undefined ? { ca: options.ca } : {}),
     });
     this.prefix = options.prefix ?? '';
-    this.retry = { ...DEFAULT_RETRY, ...options.retry };
     this.warn = options.warn ?? ((message) => console.warn(`statelog mirror: ${message}`));
-    this.ready = new Promise((resolve) => (this.resolveReady = resolve));
+    this.ready = new Promise((resolve, reject) => {
+      this.resolveReady = resolve;
+      this.rejectReady = reject;
+    });
+    // A rejected `ready` nobody awaits must not end the process (the 'error' event says it too).
+    this.ready.catch(() => {});
     // 'error' events are informative here; without a listener EventEmitter would throw.
     this.on('error', () => {});
     this.running = this.run();
@@ -150,7 +180,7 @@ export class StateMirror<T = unknown> extends EventEmitter {
     const deadline = Date.now() + (options.timeoutMs ?? 10_000);
     while (this.offset < target) {
       if (Date.now() > deadline) throw new Error(`the mirror did not reach offset ${target} in time (it is at ${this.offset})`);
-      await sleep(10, this.stop.signal);
+      await new Promise((resolve) => setTimeout(resolve, 10));
     }
     if (!this.offsets) throw new Error('the mirror has no digest: its checkpoint was saved without offsets');
     let local: bigint | undefined;
@@ -168,6 +198,16 @@ export class StateMirror<T = unknown> extends EventEmitter {
   private noteDigest(offset: number): void {
     if (this.digestHistory.length >= DIGEST_HISTORY) this.digestHistory.splice(0, DIGEST_HISTORY / 2);
     this.digestHistory.push({ offset, digest: this.digestSum });
+  }
+
+  /** Replaces the state's offsets and digest (a snapshot, or a checkpoint: null offsets = unknown). */
+  private resetDigest(offsets: Map<string, number> | null, offset: number): void {
+    this.offsets = offsets;
+    let sum = 0n;
+    for (const [key, at] of offsets ?? []) sum += digestTerm(key, at);
+    this.digestSum = BigInt.asUintN(64, sum);
+    this.digestHistory = [];
+    this.noteDigest(offset);
   }
 
   /** Applies a record to the digest: - the key's old term, + the new one for a set. */
@@ -198,136 +238,99 @@ export class StateMirror<T = unknown> extends EventEmitter {
       if (saved) {
         this.state = saved.state;
         this.position = { offset: saved.offset, epoch: saved.epoch };
-        this.offsets = saved.offsets;
-        this.digestSum = 0n;
-        for (const [key, offset] of saved.offsets ?? []) this.digestSum += digestTerm(key, offset);
-        this.digestSum = BigInt.asUintN(64, this.digestSum);
-        this.digestHistory = [];
-        this.noteDigest(saved.offset);
+        this.resetDigest(saved.offsets, saved.offset);
         this.savedOffset = saved.offset;
       }
     }
-    // A resumed position is only trusted once the server accepts it.
-    let resumable = this.position !== null;
-    for (let attempt = 0; !this.stop.signal.aborted; ) {
-      try {
-        const progressed = resumable ? await this.follow() : await this.snapshotAndFollow();
-        resumable = true;
-        if (progressed) attempt = 0;
-      } catch (err) {
-        if (this.stop.signal.aborted) break;
-        if (err instanceof StatelogError && err.mustResnapshot) {
-          this.warn(`${err.code}: taking a new snapshot`);
-          resumable = false;
-          this.pendingReset = err.code;
-          continue;
+    const start = this.position;
+    /** The snapshot being read, swapped in whole at its end so reads never see half of one. */
+    let staging: Map<string, T> | null = null;
+    let stagingOffsets: Map<string, number> | null = null;
+    let resetReason: string | null = null;
+    try {
+      const events = this.client.watch<T>({
+        prefix: this.prefix,
+        ...(start ? { after: start.offset, epoch: start.epoch } : {}),
+        onReset: 'snapshot',
+        signal: this.stop.signal,
+        ...(this.options.retry ? { retry: this.options.retry } : {}),
+        onRetry: (cause, delayMs) => {
+          this.warn(`${cause.message}; reconnecting in ${Math.round(delayMs)} ms`);
+          this.emit('error', cause);
+          this.emit('retry', { cause, delayMs });
+        },
+      });
+      for await (const event of events) {
+        switch (event.type) {
+          case 'record':
+            if (event.snapshot) {
+              staging ??= new Map();
+              stagingOffsets ??= new Map();
+              if (event.record.op === 'set') {
+                staging.set(event.record.key, event.record.value);
+                stagingOffsets.set(event.record.key, event.record.offset);
+              }
+            } else {
+              this.apply(event.record);
+            }
+            break;
+          case 'initialized':
+            if (this.position === null || staging !== null || resetReason !== null) {
+              const hadState = this.position !== null;
+              this.state = staging ?? new Map();
+              this.resetDigest(stagingOffsets ?? new Map(), event.offset);
+              if (event.digest !== undefined) this.checkDigest(event.offset, digestHex(this.digestSum), event.digest);
+              this.snapshots += 1;
+              if (hadState && resetReason) this.emit('reset', { reason: resetReason });
+            }
+            staging = null;
+            stagingOffsets = null;
+            resetReason = null;
+            this.position = { offset: event.offset, epoch: event.epoch };
+            this.markReady();
+            break;
+          case 'progress':
+            if (this.position && event.offset > this.position.offset) this.position.offset = event.offset;
+            break;
+          case 'reset':
+            staging = null;
+            stagingOffsets = null;
+            if (event.reason === 'snapshot_cut') {
+              this.warn(`${event.error.message}; taking it again`);
+            } else {
+              this.warn(`${event.reason}: taking a new snapshot`);
+              resetReason = event.reason;
+            }
+            break;
         }
-        this.emit('error', err);
       }
-      if (this.stop.signal.aborted) break;
-      await sleep(backoffDelay(attempt++, this.retry), this.stop.signal).catch(() => {});
+    } catch (err) {
+      // 4xx other than a reset: a refused token, a bad prefix. The same request would get it again.
+      if (this.stop.signal.aborted) return;
+      const error = err instanceof Error ? err : new Error(String(err));
+      this.warn(`stopped: ${error.message}`);
+      this.rejectReady(error);
+      this.emit('error', error);
     }
   }
 
-  /** Why the next snapshot replaces the state (null on the first one). */
-  private pendingReset: string | null = null;
-
-  /** Opens the stream with snapshot=true; swaps the state in at snapshot-end. */
-  private async snapshotAndFollow(): Promise<boolean> {
-    const res = await this.client.open('/v1/changes/stream', { snapshot: 'true', prefix: this.prefix }, {}, this.stop.signal);
-    const staging = new Map<string, T>();
-    const stagingOffsets = new Map<string, number>();
-    let stagingDigest = 0n;
-    let inSnapshot = true;
-    let progressed = false;
-    for await (const event of readEvents(res.body!)) {
-      if (inSnapshot) {
-        if (event.event === 'record') {
-          const record = JSON.parse(event.data) as LogRecord<T>;
-          if (record.op === 'set') {
-            staging.set(record.key, record.value);
-            stagingOffsets.set(record.key, record.offset);
-            stagingDigest += digestTerm(record.key, record.offset);
-          }
-        } else if (event.event === 'snapshot-end') {
-          const end = JSON.parse(event.data) as StreamPosition & { digest?: string };
-          const hadState = this.position !== null;
-          this.state = staging;
-          this.offsets = stagingOffsets;
-          this.digestSum = BigInt.asUintN(64, stagingDigest);
-          this.digestHistory = [];
-          this.noteDigest(end.offset);
-          this.position = { offset: end.offset, epoch: end.epoch };
-          if (end.digest !== undefined) this.checkDigest(end.offset, digestHex(this.digestSum), end.digest);
-          inSnapshot = false;
-          progressed = true;
-          if (hadState) this.emit('reset', { reason: this.pendingReset ?? 'resynchronised' } satisfies ResetEvent);
-          this.pendingReset = null;
-          this.markReady();
-        } else if (event.event === 'reset') {
-          throw resetError(event.data);
-        }
-        continue;
-      }
-      progressed = this.handleLive(event) || progressed;
-    }
-    return progressed;
-  }
-
-  /** Resumes after the mirror's offset in its epoch. */
-  private async follow(): Promise<boolean> {
-    const { offset, epoch } = this.position!;
-    const res = await this.client.open(
-      '/v1/changes/stream',
-      { after: offset, prefix: this.prefix, epoch },
-      { 'last-event-id': String(offset) },
-      this.stop.signal,
-    );
-    const served = res.headers.get('x-log-epoch');
-    if (served && served !== epoch) {
-      await res.body?.cancel();
-      throw new StatelogError(410, 'epoch_changed', `the server's epoch is ${served}, the mirror's ${epoch}`);
-    }
-    this.markReady();
-    let progressed = false;
-    for await (const event of readEvents(res.body!)) progressed = this.handleLive(event) || progressed;
-    return progressed;
-  }
-
-  private handleLive(event: { id: string | undefined; event: string; data: string }): boolean {
-    switch (event.event) {
-      case 'record': {
-        const record = JSON.parse(event.data) as LogRecord<T>;
-        if (record.offset <= this.position!.offset) return false; // already applied
-        if (record.op === 'set') this.state.set(record.key, record.value);
-        else this.state.delete(record.key);
-        this.applyDigest(record);
-        this.position!.offset = record.offset;
-        this.noteDigest(record.offset);
-        this.emit('change', record);
-        return true;
-      }
-      case 'progress': {
-        const { offset } = JSON.parse(event.data) as { offset: number };
-        if (offset > this.position!.offset) this.position!.offset = offset;
-        return true;
-      }
-      case 'reset':
-        throw resetError(event.data);
-      default:
-        return false;
-    }
+  private apply(record: LogRecord<T>): void {
+    if (this.position === null || record.offset <= this.position.offset) return; // applied already
+    if (record.op === 'set') this.state.set(record.key, record.value);
+    else this.state.delete(record.key);
+    this.applyDigest(record);
+    this.position.offset = record.offset;
+    this.noteDigest(record.offset);
+    this.emit('change', record);
   }
 
   private markReady(): void {
     this.resolveReady();
-    if (this.listenerCount('ready') > 0 && !this.readyEmitted) {
+    if (!this.readyEmitted) {
       this.readyEmitted = true;
       this.emit('ready');
     }
   }
-
-  private readyEmitted = false;
 
   private async saveCheckpoint(): Promise<void> {
     const file = this.options.checkpoint;
@@ -346,13 +349,7 @@ export class StateMirror<T = unknown> extends EventEmitter {
       this.savedOffset = offset;
       this.emit('checkpoint', offset);
     } catch (err) {
-      this.emit('error', err);
+      this.emit('error', err as Error);
     }
   }
-}
-
-function resetError(data: string): StatelogError {
-  const { error } = JSON.parse(data) as { error: { code: string; message: string } & Record<string, unknown> };
-  const { code, message, ...details } = error;
-  return new StatelogError(410, code, message, details);
 }

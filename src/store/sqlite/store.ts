@@ -2,7 +2,7 @@
 // better-sqlite3 is synchronous, so a commit of a group of requests runs as one
 // uninterrupted transaction on the event loop, and its fsync (STATELOG_SYNC=full) runs
 // after it on the thread pool (wal-syncer.ts).
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statfsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
@@ -10,9 +10,11 @@ import type { SyncMode } from '../../config.js';
 import { SqliteCheckpointer } from './checkpointer.js';
 import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './compaction.js';
 import { migrate } from './migrations.js';
+import { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
+import { isStoreFull } from '../unavailable.js';
 import { digestHex, digestOf } from '../../contract/digest.js';
 import { liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import {
@@ -54,6 +56,10 @@ export interface SqliteStoreOptions {
   idempotencyTtlMs: number;
   /** How the WAL is fsynced with sync = full (a test holds or fails it); by default fdatasync. */
   datasync?: ConstructorParameters<typeof WalSyncer>[2];
+  /** PRAGMA quick_check at opening for files up to this many bytes (0: never; default: never). */
+  startupCheckMaxBytes?: number;
+  /** Called once when an fsync has failed: nothing more can be promised durable. */
+  onFatal?: (err: Error) => void;
 }
 
 interface Meta {
@@ -78,6 +84,9 @@ interface Meta {
  * one. Compaction never touches a live key's record. Bounded by the characters of keys
  * and values.
  */
+/** Free space asked for before readiness comes back after a write found the disk full. */
+const MIN_FREE_BYTES = 4 * 1024 * 1024;
+
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
 
 
@@ -97,6 +106,20 @@ export function openDatabase(path: string): Database.Database {
   return db;
 }
 
+/**
+ * Refuses a corrupt file before serving from it: PRAGMA quick_check reads every page
+ * (without cross-checking indexes against tables, which integrity_check adds), so its
+ * cost grows with the file; files above `maxBytes` are opened unchecked.
+ */
+function checkIntegrity(db: Database.Database, path: string, maxBytes: number): void {
+  if (path === ':memory:' || maxBytes === 0) return;
+  const bytes = statSync(path).size;
+  if (bytes === 0 || bytes > maxBytes) return;
+  const problems = db.pragma('quick_check(3)', { simple: false }) as { quick_check: string }[];
+  const found = problems.map((row) => row.quick_check.replace(/\s+/g, ' ').trim()).filter((line) => line !== 'ok');
+  if (found.length > 0) throw new Error(`the database file is corrupt (quick_check: ${found.join('; ')})`);
+}
+
 export class SqliteStore implements LogStore {
   readonly db: Database.Database;
   private meta: Meta;
@@ -114,6 +137,10 @@ export class SqliteStore implements LogStore {
   });
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
   private readonly snapshots = new Set<SqliteSnapshot>();
+  /** The last write failed for want of space (SQLITE_FULL): readiness fails until one can commit. */
+  private noRoom: Error | null = null;
+  /** This process's hold on the file (none for :memory:). */
+  private readonly lock: ProcessLock | null = null;
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
   private checkpointer: SqliteCheckpointer | null = null;
   /** The write path's transaction, wrapped once: db.transaction() builds its wrappers on every call. */
@@ -124,8 +151,23 @@ export class SqliteStore implements LogStore {
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.ttlMs = options.idempotencyTtlMs;
-    this.db = openDatabase(options.path);
-    migrate(this.db);
+    if (options.path !== ':memory:') {
+      mkdirSync(dirname(options.path), { recursive: true });
+      this.lock = ProcessLock.acquire(options.path);
+    }
+    try {
+      this.db = openDatabase(options.path);
+      try {
+        checkIntegrity(this.db, options.path, options.startupCheckMaxBytes ?? 0);
+        migrate(this.db);
+      } catch (err) {
+        this.db.close();
+        throw err;
+      }
+    } catch (err) {
+      this.lock?.release();
+      throw err;
+    }
     const db = this.db;
     this.sql = {
       meta: db.prepare(
@@ -166,6 +208,8 @@ export class SqliteStore implements LogStore {
       ),
       liveTerms: db.prepare('SELECT key, seq AS offset FROM state WHERE live = 1'),
       saveDigest: db.prepare('UPDATE meta SET digest = ? WHERE id = 1'),
+      // Rewrites the meta row unchanged: a commit of one page, as small as a write can be.
+      probe: db.prepare('UPDATE meta SET last_ts = last_ts WHERE id = 1'),
       saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
     };
     this.source = {
@@ -203,7 +247,7 @@ export class SqliteStore implements LogStore {
     }
     // A syncer starts with nothing known durable: the first commit or read fsyncs
     // whatever a killed predecessor left in the page cache.
-    this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync) : null;
+    this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync, options.onFatal) : null;
     // A log opened with a large backlog is about to be compacted: the checkpointer's
     // thread starts now (a burst of CPU), not during the run.
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
@@ -342,7 +386,15 @@ export class SqliteStore implements LogStore {
     this.syncer?.check();
     const ts = Math.max(now, this.meta.lastTs);
     // On failure the whole transaction rolled back, and nothing in memory changed yet.
-    const { plan, meta } = this.writeGroup(requests, ts, now);
+    let written: ReturnType<typeof this.writeGroup>;
+    try {
+      written = this.writeGroup(requests, ts, now);
+    } catch (err) {
+      if (isStoreFull(err)) this.noRoom = err as Error;
+      throw err;
+    }
+    this.noRoom = null;
+    const { plan, meta } = written;
     this.meta = meta;
     for (const record of plan.records) {
       if (record.value === null) this.entries.delete(record.key);
@@ -464,6 +516,19 @@ export class SqliteStore implements LogStore {
   async ping(): Promise<void> {
     this.syncer?.check();
     this.sql.pageSize.get();
+    if (this.noRoom) this.probeWrite(this.noRoom);
+  }
+
+  /**
+   * After a write failed for want of space: whether one can commit again. A page's
+   * worth of room may be found in the WAL's reused frames while a real write still
+   * needs more, so a minimum of free space on the file system is asked for as well.
+   */
+  private probeWrite(failure: Error): void {
+    const { bavail, bsize } = statfsSync(dirname(this.path));
+    if (bavail * bsize < MIN_FREE_BYTES) throw failure;
+    this.sql.probe.run();
+    this.noRoom = null;
   }
 
   async purgeIdempotency(now: number): Promise<number> {
@@ -472,10 +537,13 @@ export class SqliteStore implements LogStore {
 
   async close(): Promise<void> {
     if (!this.db.open) return;
-    await this.syncer?.close();
+    // Without a syncer nothing is awaited: the file and its lock are let go before this
+    // returns its promise, so a caller may reopen the file at once.
+    if (this.syncer) await this.syncer.close();
     for (const snapshot of this.snapshots) snapshot.close();
     this.checkpointer?.close();
     this.db.pragma('wal_checkpoint(TRUNCATE)');
     this.db.close();
+    this.lock?.release();
   }
 }

@@ -79,6 +79,8 @@ export class WalSyncer {
     private readonly head: () => number,
     /** How the open WAL is made durable (replaced in tests to hold an fsync or fail it). */
     private readonly datasync: Datasync = FDATASYNC,
+    /** Told once, at the first failed fsync. */
+    private readonly onFailure: (err: Error) => void = () => {},
   ) {}
 
   /**
@@ -166,7 +168,10 @@ export class WalSyncer {
   }
 
   private fail(err: unknown): void {
-    this.failure ??= new Error(`fsync of the write-ahead log failed: ${(err as Error).message}`, { cause: err });
+    if (this.failure) return;
+    this.failure = new Error(`fsync of the write-ahead log failed: ${(err as Error).message}`, { cause: err });
+    const failure = this.failure;
+    queueMicrotask(() => this.onFailure(failure));
   }
 
   /**

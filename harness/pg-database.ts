@@ -1,4 +1,4 @@
-// Throw-away PostgreSQL databases for tests: each test app gets its own, created through
+// Throw-away PostgreSQL databases for tests and benchmarks: each test app gets its own, created through
 // the `postgres` maintenance database and dropped when the app closes. Tests only ever
 // talk to a server on this machine.
 import pg from 'pg';

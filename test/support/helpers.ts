@@ -7,11 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import supertest from 'supertest';
 import { afterAll, beforeAll } from 'vitest';
-import { buildApp, type App } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { testStore, type TestStore } from './support/store-access.js';
+import { buildApp, type App } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { testStore, type TestStore } from './store-access.js';
 
-export { TEST_STORE, testStore, type TestStore } from './support/store-access.js';
+export { TEST_STORE, testStore, type TestStore } from './store-access.js';
 
 export interface TestApp {
   app: App;

@@ -1,7 +1,7 @@
 // Store-level fixtures, for any LogStore (test/support/store-access.ts opens one on the
 // database under test): writes without HTTP, full reads of the log, snapshots and
 // changes, the counters the store keeps, and a compactor driven by hand.
-import { Compactor, type CompactionSettings, type CompactorLog } from '../src/compaction/compactor.js';
+import { Compactor, type CompactionSettings, type CompactorLog } from '../../src/compaction/compactor.js';
 import type {
   CompactionBudget,
   LogStore,
@@ -10,7 +10,7 @@ import type {
   StoredRecord,
   WriteOp,
   WriteOutcome,
-} from '../src/store/log-store.js';
+} from '../../src/store/log-store.js';
 
 /** Commits one request of `ops` at `now` and returns its outcome. */
 export async function write(store: LogStore, ops: WriteOp[], now = Date.now()): Promise<WriteOutcome> {

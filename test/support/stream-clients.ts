@@ -3,7 +3,7 @@
 // reader, and a model of the state that records are applied to.
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import type { App } from '../src/app.js';
+import type { App } from '../../src/app.js';
 
 export interface SseEvent {
   /** The event's own id field; undefined when it had none. */

@@ -1,0 +1,198 @@
+// watch(): the change stream as an async iterator, as nats.js kv.watch() gives a
+// key-value bucket's updates. It starts from a snapshot (then signals `initialized`)
+// or after an offset, resumes after the last offset it saw when the connection drops
+// or the server restarts (no gap, no duplicate), and starts over from a new snapshot
+// only when the server says so (`reset`). It ends when the caller's signal aborts.
+import type { LogRecord, StatelogClient } from './client.js';
+import { CutStreamError, describeCause, StatelogError } from './errors.js';
+import { backoffDelay, DEFAULT_RETRY, sleep, type RetryPolicy } from './retry.js';
+import { readEvents } from './sse.js';
+
+export interface WatchOptions {
+  /** Only keys with this prefix. */
+  prefix?: string;
+  /** Only this key (exact match); `prefix` is then not used. */
+  key?: string;
+  /**
+   * Start after this offset (of `epoch`, if given), or at the head now ('head').
+   * Without it: from a snapshot.
+   */
+  after?: number | 'head';
+  /** The epoch `after` belongs to: another epoch is a reset. */
+  epoch?: string;
+  /**
+   * On a reset (the position was compacted away, is ahead of the head, or belongs to
+   * another epoch): 'snapshot' yields a `reset` event and starts again from a new
+   * snapshot; 'throw' ends the iteration with the StatelogError. Default: 'snapshot'
+   * for a watch that started from a snapshot, else 'throw'.
+   */
+  onReset?: 'snapshot' | 'throw';
+  signal?: AbortSignal;
+  /** Backoff between reconnections (attempts are unlimited; `retries` is ignored). */
+  retry?: Partial<RetryPolicy>;
+  /** Called before each reconnection with its cause and the wait. */
+  onRetry?: (cause: StatelogError, delayMs: number) => void;
+  /** No byte for this long (the server sends progress at least every 15 s): the connection is dead. */
+  silenceMs?: number;
+}
+
+export type WatchEvent<T = unknown> =
+  /** A record: with `snapshot`, a live key of the snapshot (op 'set'); else a change, in offset order. */
+  | { type: 'record'; record: LogRecord<T>; snapshot: boolean }
+  /** The snapshot is complete at `offset`, or the server accepted the start offset: what follows is live. */
+  | { type: 'initialized'; offset: number; epoch: string; digest?: string }
+  /** Every matching record up to `offset` has been given. */
+  | { type: 'progress'; offset: number }
+  /**
+   * Throw away what the watch gave so far (a snapshot follows): the server cannot serve
+   * the position (`reason` its code), or a snapshot was cut midway ('snapshot_cut').
+   */
+  | { type: 'reset'; reason: string; error: Error };
+
+interface Position {
+  /** After which offset the stream resumes; null: from a (new) snapshot. */
+  after: number | null;
+  epoch: string | undefined;
+}
+
+export async function* watch<T>(client: StatelogClient, options: WatchOptions): AsyncGenerator<WatchEvent<T>, void, undefined> {
+  const { signal, key } = options;
+  const policy = { ...DEFAULT_RETRY, ...options.retry };
+  const silenceMs = options.silenceMs ?? 45_000;
+  const onReset = options.onReset ?? (options.after === undefined ? 'snapshot' : 'throw');
+  // The server narrows to the key (`key=`); the exact key is checked here as well, so
+  // that a server without `key=` (which ignores it) only costs the records of other keys.
+  const prefix = key === undefined ? (options.prefix ?? '') : undefined;
+  const at: Position = { after: null, epoch: options.epoch };
+  if (options.after === 'head') {
+    const stats = (await client.stats()) as { head: number; epoch?: string };
+    at.after = stats.head;
+    at.epoch ??= stats.epoch;
+  } else if (options.after !== undefined) {
+    at.after = options.after;
+  }
+  let initialized = false;
+  let attempt = 0;
+
+  while (!signal?.aborted) {
+    const connection = new AbortController();
+    const stopConnection = (): void => connection.abort(signal?.reason);
+    signal?.addEventListener('abort', stopConnection, { once: true });
+    let silent: NodeJS.Timeout | undefined;
+    const listen = (): void => {
+      clearTimeout(silent);
+      silent = setTimeout(() => connection.abort(new Error(`no data for ${silenceMs} ms`)), silenceMs);
+      silent.unref?.();
+    };
+    const inSnapshot = at.after === null;
+    let snapshotEnded = false;
+    let cause: StatelogError;
+    try {
+      listen();
+      const query =
+        at.after === null
+          ? { snapshot: 'true', prefix, key }
+          : { after: at.after, prefix, key, epoch: at.epoch };
+      const headers: Record<string, string> = at.after === null ? {} : { 'last-event-id': String(at.after) };
+      const res = await client.open('/v1/changes/stream', query, headers, connection.signal);
+      const served = res.headers.get('x-log-epoch') ?? at.epoch ?? '';
+      for await (const event of readEvents(res.body!)) {
+        listen();
+        // The start offset is accepted once the stream's opening lines came without a
+        // reset after them (a refused position gets them and the reset at once).
+        if (!initialized && at.after !== null && event.event !== 'reset' && (event.event !== 'comment' || event.last)) {
+          initialized = true;
+          at.epoch ??= served;
+          yield { type: 'initialized', offset: at.after, epoch: served };
+        }
+        switch (event.event) {
+          case 'record': {
+            const record = JSON.parse(event.data) as LogRecord<T>;
+            if (at.after === null) {
+              if (key === undefined || record.key === key) yield { type: 'record', record, snapshot: true };
+              break;
+            }
+            if (record.offset <= at.after) break; // given already
+            at.after = record.offset;
+            attempt = 0;
+            // A record of another key that the prefix let through still moves the reader.
+            if (key === undefined || record.key === key) yield { type: 'record', record, snapshot: false };
+            else yield { type: 'progress', offset: record.offset };
+            break;
+          }
+          case 'snapshot-end': {
+            const end = JSON.parse(event.data) as { offset: number; epoch: string; digest?: string };
+            at.after = end.offset;
+            at.epoch = end.epoch;
+            snapshotEnded = true;
+            initialized = true;
+            attempt = 0;
+            // `digest`: of the keys the snapshot sent (src/contract/digest.ts).
+            yield { type: 'initialized', offset: end.offset, epoch: end.epoch, ...(end.digest === undefined ? {} : { digest: end.digest }) };
+            break;
+          }
+          case 'progress': {
+            const { offset } = JSON.parse(event.data) as { offset: number };
+            if (at.after !== null && offset > at.after) {
+              at.after = offset;
+              attempt = 0;
+              yield { type: 'progress', offset };
+            }
+            break;
+          }
+          case 'reset':
+            throw resetError(event.data);
+        }
+      }
+      cause = new StatelogError(0, 'unreachable', `the stream from ${client.url} ended (the server stopped)`, { url: client.url });
+    } catch (err) {
+      if (signal?.aborted) return;
+      if (err instanceof StatelogError && err.mustResnapshot) {
+        if (onReset === 'throw') throw err;
+        yield { type: 'reset', reason: err.code, error: err };
+        at.after = null;
+        at.epoch = undefined;
+        initialized = false;
+        continue;
+      }
+      if (err instanceof StatelogError && !retriable(err)) throw err;
+      cause = err instanceof StatelogError ? err : lostStream(client.url, err, connection.signal);
+    } finally {
+      clearTimeout(silent);
+      signal?.removeEventListener('abort', stopConnection);
+      connection.abort();
+    }
+    if (inSnapshot && !snapshotEnded) {
+      // What was given of the snapshot is incomplete: it is taken again from the start.
+      const error = new CutStreamError(`the snapshot was cut: ${cause.message}`, { cause });
+      yield { type: 'reset', reason: 'snapshot_cut', error };
+    }
+    const delay = backoffDelay(attempt++, policy);
+    options.onRetry?.(cause, delay);
+    try {
+      await sleep(delay, signal);
+    } catch {
+      return;
+    }
+  }
+}
+
+/** Worth trying again: no answer, a server failing or overloaded. Not 4xx, which the same request gets again. */
+function retriable(err: StatelogError): boolean {
+  return err.isConnectionError || err.status >= 500 || err.status === 429;
+}
+
+function lostStream(url: string, err: unknown, connection: AbortSignal): StatelogError {
+  if (connection.aborted) {
+    const reason = connection.reason instanceof Error ? connection.reason.message : 'aborted';
+    return new StatelogError(0, 'timeout', `the stream from ${url} went silent: ${reason}`, { url });
+  }
+  const { code, text } = describeCause(err);
+  return new StatelogError(0, 'unreachable', `lost the stream from ${url}: ${text}`, { url, ...(code ? { cause: code } : {}) }, { cause: err });
+}
+
+function resetError(data: string): StatelogError {
+  const { error } = JSON.parse(data) as { error: { code: string; message: string } & Record<string, unknown> };
+  const { code, message, ...details } = error;
+  return new StatelogError(410, code, message, details);
+}

@@ -1,0 +1,145 @@
+// A snapshot read at the database's speed into a spool file, then served from the file
+// at the reader's speed. The store's read transaction (which on SQLite keeps checkpoints
+// from passing it, so the WAL grows, and on PostgreSQL holds back vacuum) lasts only as
+// long as reading the database, whatever the client does. The file is unlinked as soon
+// as it is made: the space is the kernel's to give back when the file is closed, even if
+// the process is killed, and nothing is ever left to clean up at start-up.
+import { randomUUID } from 'node:crypto';
+import { open, unlink, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { StringDecoder } from 'node:string_decoder';
+import { ApiError, databaseUnavailable } from '../contract/errors.js';
+import type { SnapshotReader, SnapshotShape } from '../store/log-store.js';
+
+/**
+ * Rows and characters read from the store a page: as the routes' pages, kept under V8's
+ * large-object threshold so that each page is freed young (see routes/snapshot.ts).
+ */
+const FILL_ROWS = 1000;
+const FILL_CHARS = 64 * 1024;
+/** Bytes read back from the file at a time. */
+const READ_BYTES = 64 * 1024;
+
+/** The bytes that all spools may take on disk together. */
+export class SpoolBudget {
+  private used = 0;
+
+  constructor(readonly maxBytes: number) {}
+
+  get usedBytes(): number {
+    return this.used;
+  }
+
+  take(bytes: number): boolean {
+    if (this.used + bytes > this.maxBytes) return false;
+    this.used += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.used -= bytes;
+  }
+}
+
+function isNoSpace(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG';
+}
+
+/**
+ * Copies the whole of `reader` (its lines in `shape`) into a spool file in `dir`, closes
+ * the reader, and returns a reader of the copy. Throws 503 `unavailable` when the budget
+ * or the disk has no room, or once `signal` aborts (shutdown); the store's reader is
+ * closed however this ends.
+ */
+export async function spoolSnapshot(
+  reader: SnapshotReader,
+  shape: SnapshotShape,
+  dir: string,
+  budget: SpoolBudget,
+  signal?: AbortSignal,
+): Promise<SnapshotReader> {
+  const path = join(dir, `.statelog-spool-${randomUUID()}`);
+  let file: FileHandle | null = null;
+  let bytes = 0;
+  try {
+    file = await open(path, 'w+', 0o600);
+    await unlink(path);
+    for (;;) {
+      if (signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
+      const lines = await reader.nextJson(shape, FILL_ROWS, FILL_CHARS);
+      if (lines.length === 0) break;
+      const chunk = Buffer.from(`${lines.join('\n')}\n`);
+      if (!budget.take(chunk.length)) {
+        throw databaseUnavailable(
+          `snapshots being served already take the disk space they may (STATELOG_SPOOL_MAX_BYTES, ${budget.maxBytes} bytes); retry later`,
+        );
+      }
+      bytes += chunk.length;
+      await file.write(chunk, 0, chunk.length, bytes - chunk.length);
+    }
+  } catch (err) {
+    budget.give(bytes);
+    await file?.close();
+    throw isNoSpace(err) ? databaseUnavailable('no disk space to spool the snapshot; retry later') : err;
+  } finally {
+    reader.close();
+  }
+  return new SpooledSnapshot(reader.offset, reader.epoch, reader.digest, shape, file!, bytes, () => budget.give(bytes));
+}
+
+class SpooledSnapshot implements SnapshotReader {
+  private position = 0;
+  private pending = '';
+  private start = 0;
+  private readonly decoder = new StringDecoder('utf8');
+  private closed = false;
+
+  constructor(
+    readonly offset: number,
+    readonly epoch: string,
+    readonly digest: bigint,
+    private readonly shape: SnapshotShape,
+    private readonly file: FileHandle,
+    private readonly size: number,
+    private readonly onClose: () => void,
+  ) {}
+
+  async nextJson(shape: SnapshotShape, max: number, maxChars = Number.POSITIVE_INFINITY): Promise<string[]> {
+    if (this.closed) throw new Error('the snapshot is closed');
+    if (shape !== this.shape) throw new Error(`the snapshot was spooled as ${this.shape}s, not ${shape}s`);
+    const lines: string[] = [];
+    let chars = 0;
+    while (lines.length < max && (lines.length === 0 || chars < maxChars)) {
+      const end = this.pending.indexOf('\n', this.start);
+      if (end < 0) {
+        if (this.position >= this.size) break;
+        await this.fill();
+        continue;
+      }
+      const line = this.pending.slice(this.start, end);
+      this.start = end + 1;
+      lines.push(line);
+      chars += line.length;
+    }
+    return lines;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClose();
+    // A read in flight fails on the closed handle; the stream is being torn down then.
+    void this.file.close().catch(() => {});
+  }
+
+  private async fill(): Promise<void> {
+    const buffer = Buffer.allocUnsafe(Math.min(READ_BYTES, this.size - this.position));
+    const { bytesRead } = await this.file.read(buffer, 0, buffer.length, this.position);
+    if (bytesRead === 0) throw new Error('the snapshot spool ended early');
+    if (this.closed) throw new Error('the snapshot is closed');
+    this.position += bytesRead;
+    this.pending = this.pending.slice(this.start) + this.decoder.write(buffer.subarray(0, bytesRead));
+    this.start = 0;
+  }
+}

@@ -1,0 +1,63 @@
+// How requests are read and refused: validation against the schemas, JSON bodies only
+// (compressed or not, numbers kept as written), and the one error handler that writes
+// the contract's error body.
+import { isUtf8 } from 'node:buffer';
+import { Ajv } from 'ajv';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import secureJson from 'secure-json-parse';
+import { ApiError } from '../contract/errors.js';
+import { keepExactNumbers } from '../writes/exact-numbers.js';
+import { decodedBody } from './content-encoding.js';
+import type { AppServices } from '../services.js';
+import { errorHandler, notFoundHandler } from './error-handler.js';
+
+/**
+ * Validation: request bodies are checked strictly (no coercion, extra members refused),
+ * query strings and params are coerced from text ("10" → 10).
+ */
+function validatorCompiler() {
+  const options = { useDefaults: true, removeAdditional: false, allErrors: false, strict: false } as const;
+  const bodies = new Ajv({ ...options, coerceTypes: false });
+  const urls = new Ajv({ ...options, coerceTypes: 'array' });
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
+    (httpPart === 'body' ? bodies : urls).compile(schema);
+}
+
+/** JSON bodies only: valid UTF-8, valid JSON, no prototype poisoning. */
+function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
+  if (body.length === 0) return done(new ApiError('invalid_json', 'the body is empty'));
+  if (!isUtf8(body)) return done(new ApiError('invalid_json', 'the body is not valid UTF-8'));
+  let parsed: unknown;
+  const text = body.toString('utf8');
+  try {
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch (err) {
+    const message = err instanceof SyntaxError ? err.message : 'the body is not valid JSON';
+    return done(new ApiError('invalid_json', message));
+  }
+  try {
+    keepExactNumbers(text, parsed);
+  } catch (err) {
+    return done(err as Error);
+  }
+  done(null, parsed);
+}
+
+export const parsing = fp(async (app: FastifyInstance, { services }: { services: Pick<AppServices, 'faults'> }) => {
+  app.setValidatorCompiler(validatorCompiler());
+  app.setErrorHandler((err: Error, req, reply) => {
+    services.faults.observe(err);
+    return errorHandler(err, req, reply);
+  });
+  app.setNotFoundHandler(notFoundHandler);
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    try {
+      done(null, decodedBody(req, payload, req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!));
+    } catch (err) {
+      done(err as Error);
+    }
+  });
+});

@@ -1,0 +1,122 @@
+// What every request goes through, whatever its route: its id, the refusal during
+// shutdown, CORS, load shedding, auth, its metrics and its one access-log line.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import cors from '@fastify/cors';
+import fp from 'fastify-plugin';
+import { ApiError } from '../contract/errors.js';
+import type { Config } from '../config.js';
+import type { AppServices } from '../services.js';
+import { Authenticator } from './auth.js';
+import { errorHandler } from './error-handler.js';
+import { registerOverload } from './overload.js';
+
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+
+/** The caller's X-Request-Id when it is a sane token, else a new one. */
+export function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/**
+ * Routes that machines poll: health checks, scrapes, and the dashboard's page and its
+ * stats every 2 s. Their successful answers are logged at debug, or they would drown the rest.
+ */
+const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
+
+/** One access-log line per request, when it completes, instead of fastify's two. */
+export class AccessLog extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(err: Error | null, req: FastifyRequest, reply: FastifyReply): void {
+    const line = { method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime };
+    if (err) reply.log.error({ ...line, err }, 'request failed');
+    else if (reply.statusCode < 400 && POLLED_ROUTES.has(req.routeOptions.url ?? '')) reply.log.debug(line, 'request');
+    else reply.log.info(line, 'request');
+  }
+}
+
+/** The auth of these settings, or null when no tokens are set (every route open). */
+export function authenticator(config: Config): Authenticator | null {
+  return config.tokens ? new Authenticator(config.tokens) : null;
+}
+
+/**
+ * Malformed percent-encoding or an over-long key in the path: answered by the router
+ * before any hook runs, so request id, auth, metrics and the access log apply here.
+ */
+export function frameworkErrors(auth: Authenticator | null, accessLog: AccessLog): NonNullable<FastifyServerOptions['frameworkErrors']> {
+  return (err, req, reply) => {
+    reply.header('x-request-id', req.id);
+    reply.raw.once('finish', () => {
+      req.server.services.metrics.observeRequest(req.method, undefined, reply.statusCode, 0);
+      accessLog.requestCompleted(null, req, reply);
+    });
+    const refused = auth?.check(req);
+    if (refused) return errorHandler(refused, req, reply);
+    const code = req.url.startsWith('/v1/keys/') ? 'invalid_key' : 'invalid_request';
+    const message =
+      err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? 'a key in the path is at most 512 bytes'
+        : 'the path is not valid percent-encoded UTF-8';
+    return errorHandler(new ApiError(code, message), req, reply);
+  };
+}
+
+/**
+ * The headers a browser page on an allowed origin may send and read. Exposed: what the
+ * API answers with beyond the CORS-safelisted ones (offsets as ETag, the snapshot's
+ * position, Retry-After on 429 and 503, the request id).
+ */
+export const CORS_HEADERS = {
+  allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
+  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate'],
+};
+
+export interface RequestPipelineOptions {
+  services: AppServices;
+  auth: Authenticator | null;
+}
+
+/** The hooks, at the root so that they apply to every route (fastify-plugin). */
+export const requestPipeline = fp(async (app: FastifyInstance, { services, auth }: RequestPipelineOptions) => {
+  const { lifecycle, metrics, config } = services;
+  // Callbacks, not async functions: these hooks run on every request.
+  app.addHook('onRequest', (req, _reply, done) => {
+    // Liveness holds while the process runs, shutdown included.
+    if (lifecycle.closing && req.routeOptions.url !== '/healthz') {
+      return done(new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' }));
+    }
+    done();
+  });
+  // Before auth: a preflight carries no token and is answered here, and every answer,
+  // a refusal included, carries the CORS headers the page needs to read it.
+  if (config.corsOrigins) {
+    await app.register(cors, {
+      origin: config.corsOrigins[0] === '*' ? '*' : config.corsOrigins,
+      methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+      allowedHeaders: CORS_HEADERS.allowed,
+      exposedHeaders: CORS_HEADERS.exposed,
+      maxAge: 600,
+    });
+  }
+  await registerOverload(app, config);
+  // Also runs for paths that match no route, so an unknown /v1 path is refused with
+  // 401 or 403 before anyone learns that it does not exist.
+  if (auth) {
+    app.addHook('onRequest', (req, _reply, done) => done(auth.check(req) ?? undefined));
+  }
+  app.addHook('onResponse', (req, reply, done) => {
+    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime, req.raw);
+    done();
+  });
+  app.addHook('onSend', (req, reply, payload, done) => {
+    reply.header('x-request-id', req.id);
+    // Idle connections are closed when shutdown starts; one whose request was in
+    // flight then must not be kept alive after its answer, or close() waits for it.
+    if (lifecycle.closing) reply.header('connection', 'close');
+    done(null, payload);
+  });
+});

@@ -1,0 +1,126 @@
+// A full disk. The database lives on a tmpfs mounted with a size limit, so its writes
+// fail with a real ENOSPC (SQLITE_FULL), exactly as on a full disk; a filler file takes
+// the space and gives it back. Writes get 503 `unavailable` with Retry-After and
+// /readyz is 503 while they fail; the server recovers by itself once space returns; a
+// kill -9 while writers hit the full disk loses nothing that was acknowledged.
+// Mounting needs root (or CAP_SYS_ADMIN): elsewhere the file is skipped.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnServer, type UrlServer } from './support/child-server.js';
+
+function mountTmpfs(dir: string, size: string): boolean {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'statelog-full-'));
+const mounted = mountTmpfs(dir, '32m');
+const dbPath = join(dir, 'full.db');
+const filler = join(dir, 'filler');
+const servers: UrlServer[] = [];
+
+afterAll(() => {
+  for (const server of servers) server.proc.kill('SIGKILL');
+  if (mounted) execFileSync('umount', ['-l', dir]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Takes all but `leave` bytes of the file system. */
+function fill(leave: number): void {
+  rmSync(filler, { force: true });
+  const { bavail, bsize } = statfsSync(dir);
+  writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - leave)));
+}
+
+const VALUE = 'v'.repeat(16 * 1024);
+
+async function put(server: UrlServer, key: string): Promise<Response> {
+  return fetch(`${server.url}/v1/keys/${key}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ value: { key, pad: VALUE } }),
+  });
+}
+
+async function start(): Promise<UrlServer> {
+  const server = await spawnServer({ STATELOG_DB: dbPath, STATELOG_SYNC: 'full' });
+  servers.push(server);
+  return server;
+}
+
+describe.runIf(mounted)('a full disk (tmpfs with a size limit)', () => {
+  let server: UrlServer;
+  beforeAll(async () => {
+    server = await start();
+  });
+
+  it('answers writes 503 with Retry-After and /readyz 503 while writes fail, and recovers by itself', async () => {
+    fill(1024 * 1024);
+    let refused: Response | undefined;
+    for (let i = 0; i < 400 && !refused; i++) {
+      const res = await put(server, `fill-${i}`);
+      if (res.status !== 200) refused = res;
+      else await res.arrayBuffer();
+    }
+    expect(refused?.status).toBe(503);
+    expect(refused?.headers.get('retry-after')).toBe('1');
+    expect(((await refused!.json()) as { error: { code: string } }).error.code).toBe('unavailable');
+
+    const ready = await fetch(`${server.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as { error: { reason: string } }).error.reason).toBe('no_space');
+    // Reads go on.
+    expect((await fetch(`${server.url}/v1/keys/fill-0`)).status).toBe(200);
+    // The log says why, as an outage, not as a bug.
+    const lines = server.logs();
+    expect(lines.some((line) => line.msg === 'the database has no room to write' && line.level === 40)).toBe(true);
+    expect(lines.some((line) => line.level === 50)).toBe(false);
+
+    rmSync(filler);
+    await expect.poll(async () => (await fetch(`${server.url}/readyz`)).status, { timeout: 5000 }).toBe(200);
+    expect((await put(server, 'after')).status).toBe(200);
+  });
+
+  it('loses nothing acknowledged when killed -9 while writers hit the full disk', async () => {
+    fill(2 * 1024 * 1024);
+    const acked: string[] = [];
+    let refusals = 0;
+    let stop = false;
+    const writer = async (w: number) => {
+      for (let i = 0; !stop; i++) {
+        try {
+          const res = await put(server, `w${w}-${i}`);
+          if (res.status === 200) acked.push(`w${w}-${i}`);
+          else if (res.status === 503) refusals += 1;
+          else throw new Error(`unexpected ${res.status}: ${await res.text()}`);
+          await res.arrayBuffer().catch(() => {});
+        } catch (err) {
+          if (err instanceof Error && err.message.startsWith('unexpected')) throw err;
+          return; // the server is gone
+        }
+      }
+    };
+    const writers = Array.from({ length: 4 }, (_, w) => writer(w));
+    await expect.poll(() => refusals, { timeout: 20_000, interval: 50 }).toBeGreaterThan(20);
+    server.proc.kill('SIGKILL');
+    stop = true;
+    await Promise.all(writers);
+    await server.exited;
+    expect(acked.length).toBeGreaterThan(0);
+
+    rmSync(filler);
+    server = await start();
+    for (const key of acked) {
+      const res = await fetch(`${server.url}/v1/keys/${key}`);
+      expect(res.status, key).toBe(200);
+      expect(((await res.json()) as { value: { key: string } }).value.key).toBe(key);
+    }
+  });
+});
