@@ -26,7 +26,6 @@ export function liveAt(state: KeyState | undefined | null, now: number): boolean
   return state !== undefined && state !== null && state.live && !(state.expiresAt != null && state.expiresAt <= now);
 }
 
-
 export interface RememberedAnswer {
   fingerprint: string;
   /** JSON of the Answer. */
@@ -87,12 +86,6 @@ export interface WritePlan {
   newKeys: number;
   /** Change of the number of live keys. */
   liveDelta: number;
-  /**
-   * Change of the state digest (src/contract/digest.ts), mod 2^64: + the term of each
-   * live record appended, - the term of the live record it superseded. Meaningful only
-   * for a plan made at the real head (a plan at head 0 has relative offsets).
-   */
-  digestDelta: bigint;
   /** True when a record superseded an earlier record of its key. */
   superseded: boolean;
 }
@@ -174,12 +167,16 @@ export function planWrites(input: PlanInput, source: StateSource): WritePlan {
     remember,
     newKeys: planner.newKeys,
     liveDelta: planner.liveDelta,
-    digestDelta: digestDelta(planner.records),
     superseded: planner.superseded,
   };
 }
 
-/** The digest change of appending `records` (each knows the key's state before it), mod 2^64. */
+/**
+ * The change of the state digest (src/contract/digest.ts) of appending a plan's records,
+ * mod 2^64: + the term of each live record, - the term of the live record it superseded.
+ * For a plan made at the real head (a store that assigns offsets elsewhere, as
+ * statelog_append on PostgreSQL, works it out there).
+ */
 export function digestDelta(records: PlannedRecord[]): bigint {
   let delta = 0n;
   for (const record of records) {

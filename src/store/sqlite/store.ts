@@ -16,7 +16,7 @@ import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { isStoreFull } from '../unavailable.js';
 import { digestHex, digestOf } from '../../contract/digest.js';
-import { liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
+import { digestDelta, liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import {
   HISTORY_SCAN_END_SQL,
   KEY_HISTORY_SQL,
@@ -422,7 +422,7 @@ export class SqliteStore implements LogStore {
       records: meta.records + plan.records.length,
       stateKeys: meta.stateKeys + plan.newKeys,
       liveKeys: meta.liveKeys + plan.liveDelta,
-      digest: BigInt.asUintN(64, meta.digest + plan.digestDelta),
+      digest: BigInt.asUintN(64, meta.digest + digestDelta(plan.records)),
       supersededSince: plan.superseded ? (meta.supersededSince ?? ts) : meta.supersededSince,
     };
     this.sql.saveMeta.run({ ...next, digestText: digestHex(next.digest) });
