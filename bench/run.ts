@@ -32,6 +32,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['fanout', async () => (await import('./fanout.js')).fanoutFigure],
   ['filtered-polls', async () => (await import('./filtered-polls.js')).filteredPollsFigure],
   ['compact', async () => (await import('./compact.js')).compactFigure],
+  ['expiry', async () => (await import('./expiry.js')).expiryFigure],
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
   ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],
   ['postgres', async () => (await import('./postgres.js')).postgresFigure],

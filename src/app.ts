@@ -6,6 +6,7 @@ import { dirname, resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Compactor } from './compaction/compactor.js';
+import type { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { clientErrorHandler } from './http/error-handler.js';
 import { lifecycle } from './http/lifecycle.js';
@@ -30,6 +31,7 @@ declare module 'fastify' {
     /** The services the app opened; app.close() closes them. */
     services: Services;
     compactor: Compactor;
+    expirer: Expirer;
   }
 }
 
@@ -111,6 +113,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   try {
     app.decorate('services', services);
     app.decorate('compactor', services.compactor);
+    app.decorate('expirer', services.expirer);
     await app.register(lifecycle, { services });
     await app.register(parsing, { services });
     await app.register(requestPipeline, { services, auth });

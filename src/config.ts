@@ -21,6 +21,8 @@ export interface Config {
   pgQueryTimeoutMs: number;
   sync: SyncMode;
   compactIntervalMs: number;
+  /** Period of the expirer (keys past their TTL get their tombstone); 0 turns it off. */
+  expiryIntervalMs: number;
   minDirtyRatio: number;
   minCompactionLagMs: number;
   maxCompactionLagMs: number;
@@ -227,6 +229,7 @@ export function loadConfig(env: Env = process.env): Config {
     pgQueryTimeoutMs: integer(env, 'STATELOG_PG_QUERY_TIMEOUT_MS', 30_000, 0),
     sync: oneOf(env, 'STATELOG_SYNC', ['full', 'normal'], 'full'),
     compactIntervalMs: integer(env, 'STATELOG_COMPACT_INTERVAL_MS', 60_000, 0),
+    expiryIntervalMs: integer(env, 'STATELOG_EXPIRY_INTERVAL_MS', 250, 0, 3_600_000),
     minDirtyRatio: ratio(env, 'STATELOG_MIN_DIRTY_RATIO', 0.5),
     minCompactionLagMs: integer(env, 'STATELOG_MIN_COMPACTION_LAG_MS', 0, 0),
     maxCompactionLagMs: integer(env, 'STATELOG_MAX_COMPACTION_LAG_MS', 0, 0),

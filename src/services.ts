@@ -3,6 +3,7 @@
 // so nothing depends on registration order or decorators.
 import { setMaxListeners } from 'node:events';
 import { Compactor, compactionSettings, type CompactorLog } from './compaction/compactor.js';
+import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
@@ -35,6 +36,8 @@ export interface AppServices {
 
 export interface Services extends AppServices {
   compactor: Compactor;
+  /** Deletes keys past their TTL (started with the compactor, once the app is ready). */
+  expirer: Expirer;
   /** Starts shutdown: `closing` is set and `shutdown` aborted (idempotent). */
   beginShutdown(): void;
   /** Stops the compactor, finishes the writes in flight and closes the store. */
@@ -117,6 +120,10 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
     }));
 
+    // Stopped before the batcher drains: its deletes go through the batcher.
+    const expirer = new Expirer({ store, batcher, log: log.child({ module: 'expirer' }), periodMs: config.expiryIntervalMs });
+    undo.unshift(() => expirer.stop());
+
     // Commits of other nodes sharing the database wake this node's readers too.
     const unwatch = store.watchHead(
       (head) => notifier.publish(head),
@@ -135,6 +142,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       watchers: new WatcherSlots(config.maxWatchers),
       faults: new StoreFaults(),
       compactor,
+      expirer,
       beginShutdown,
       close() {
         beginShutdown();

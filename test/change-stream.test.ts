@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { EventSource } from 'eventsource';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { digestHex, digestOf } from '../src/contract/digest.js';
 import { startApp, type TestApp } from './support/helpers.js';
 import { RandomWriter } from './support/random-writer.js';
 import {
@@ -111,10 +112,11 @@ describe('GET /v1/changes/stream, parsed by hand', () => {
     const end = stream.events.findIndex((e) => e.event === 'snapshot-end');
     const snapshotPart = stream.events.slice(0, end);
     const s = Number(stream.events[end]!.id);
-    expect(JSON.parse(stream.events[end]!.data)).toEqual({ offset: s, epoch: t.app.services.store.epoch });
     // The snapshot part: every live key at S, once, without ids, as sets.
     expect(snapshotPart.every((e) => e.event === 'record' && e.id === undefined)).toBe(true);
     const snapshotRecords = snapshotPart.map((e) => JSON.parse(e.data) as WireRecord);
+    // snapshot-end carries the digest of the keys sent.
+    expect(JSON.parse(stream.events[end]!.data)).toEqual({ offset: s, epoch: t.app.services.store.epoch, digest: digestHex(digestOf(snapshotRecords)) });
     expect(snapshotRecords.every((r) => r.op === 'set' && r.offset <= s)).toBe(true);
     expect(plain(applyRecords(new Map(), snapshotRecords))).toEqual(plain(writer.stateAt(s)));
     // Then live records after S: ids strictly increasing, each the record's offset.

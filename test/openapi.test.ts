@@ -140,6 +140,8 @@ const cases: Case[] = [
     send: (t) => put(t, 'put/ok', { value: { balance: 150 } }),
     check: (res) => expect(res.headers.etag).toBe(`"${res.body.offset}"`),
   },
+  { route: `PUT ${KEY}`, status: 200, name: 'sets a value with a time to live', send: (t) => put(t, 'put/ttl', { value: 1, ttlMs: 1000 }) },
+  { route: `PUT ${KEY}`, status: 400, code: 'invalid_request', name: 'a ttlMs of 0', send: (t) => put(t, 'put/bad', { value: 1, ttlMs: 0 }) },
   {
     route: `PUT ${KEY}`, status: 200, name: 'replays the answer for a repeated Idempotency-Key',
     send: (t) => twice(() => put(t, 'put/replay', { value: 1 }, { 'idempotency-key': 'put-replay' })),
@@ -262,6 +264,14 @@ const cases: Case[] = [
       await put(t, 'get/ok', { value: [1, 'two', null] });
       return t.http.get(keyPath('get/ok'));
     },
+  },
+  {
+    route: `GET ${KEY}`, status: 200, name: 'reads a value with a TTL and its expiresAt',
+    send: async (t) => {
+      await put(t, 'get/ttl', { value: 1, ttlMs: 60_000 });
+      return t.http.get(keyPath('get/ttl'));
+    },
+    check: (res) => expect(res.body.expiresAt).toBeGreaterThan(Date.now()),
   },
   ...['"N"', 'N', 'W/"N"', '*'].map(
     (form): Case => ({
@@ -484,7 +494,7 @@ const cases: Case[] = [
       const lines = ndjson(res.text);
       expect(lines.map((line) => line.key)).toEqual(['snap/a', 'snap/b', undefined]);
       const offset = Number(res.headers['x-log-offset']);
-      expect(lines.at(-1)).toEqual({ end: true, offset, count: 2, epoch: res.headers['x-log-epoch'] });
+      expect(lines.at(-1)).toEqual({ end: true, offset, count: 2, epoch: res.headers['x-log-epoch'], digest: expect.stringMatching(/^[0-9a-f]{16}$/) });
       expect(res.headers['cache-control']).toBe('no-store');
     },
   },
@@ -802,7 +812,7 @@ describe('the checker', () => {
   const ok = { status: 200, headers: { 'content-type': 'application/json', etag: '"1"', 'x-request-id': 'r' } };
   const entry = '{"key":"a","value":1,"offset":1,"ts":1}';
   const epoch = '0123456789abcdef0123456789abcdef';
-  const snapshotEnd = `{"end":true,"offset":1,"count":1,"epoch":"${epoch}"}`;
+  const snapshotEnd = `{"end":true,"offset":1,"count":1,"epoch":"${epoch}","digest":"0123456789abcdef"}`;
   const streamed = { 'x-log-epoch': epoch, 'cache-control': 'no-store', 'x-request-id': 'r' };
   const snapshot = {
     status: 200,
@@ -825,7 +835,8 @@ describe('the checker', () => {
     trigger: 'admin', startedAt: 1, durationMs: 1.5, removed: 1, tombstonesRemoved: 0, horizon: 0, head: 2, bytesBefore: 9, bytesAfter: 8,
   });
   const stats = JSON.stringify({
-    head: 2, records: 1, liveKeys: 1, tombstones: 0, dirtyRatio: 0, horizon: 0, dbBytes: 8, lastCompaction: JSON.parse(lastCompaction),
+    head: 2, records: 1, liveKeys: 1, tombstones: 0, dirtyRatio: 0, horizon: 0, dbBytes: 8, digest: '00000000000000ff', digestOffset: 2,
+    lastCompaction: JSON.parse(lastCompaction),
   });
   const gone = (code: string) => `{"error":{"code":"${code}","message":"m"}}`;
 

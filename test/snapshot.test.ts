@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { digestHex, digestOf } from '../src/contract/digest.js';
 import { startApp, type TestApp } from './support/helpers.js';
 import { RandomWriter } from './support/random-writer.js';
 import { applyRecords, baseUrl, plain, readAllChanges, readSnapshot, stateOf, writeBatch, type ErrorBody } from './support/stream-clients.js';
@@ -31,8 +32,9 @@ describe('GET /v1/snapshot', () => {
     const lines = (await res.text()).split('\n');
     expect(lines.pop()).toBe('');
     const trailer = JSON.parse(lines.pop()!);
-    expect(trailer).toEqual({ end: true, offset: 9, count: 6, epoch });
     const entries = lines.map((line) => JSON.parse(line));
+    expect(trailer).toEqual({ end: true, offset: 9, count: 6, epoch, digest: digestHex(digestOf(entries)) });
+    expect(trailer.digest).toBe(((await (await fetch(`${base}/v1/stats`)).json()) as { digest: string }).digest);
     const expectedKeys = keys.filter((k) => k !== 'a b').sort(byteOrder);
     expect(entries.map((e) => e.key)).toEqual(expectedKeys);
     expect(entries.find((e) => e.key === 'z')).toMatchObject({ value: [1, 'two', null], offset: 9 });
@@ -44,14 +46,15 @@ describe('GET /v1/snapshot', () => {
     await writeBatch(base, [{ key: 'a/1', value: 1 }, { key: 'a/2', value: 2 }, { key: 'ab', value: 3 }, { key: 'b/1', value: 4 }]);
     const snapshot = await readSnapshot(base, 'a/');
     expect(snapshot.entries.map((e) => e.key)).toEqual(['a/1', 'a/2']);
-    expect(snapshot.trailer).toMatchObject({ offset: 4, count: 2 });
+    // The digest of the keys it sent, not of the whole state.
+    expect(snapshot.trailer).toMatchObject({ offset: 4, count: 2, digest: digestHex(digestOf(snapshot.entries)) });
     expect(snapshot.offset).toBe(4);
   });
 
   it('answers an empty log with only the end line at offset 0', async () => {
     const snapshot = await readSnapshot(base);
     expect(snapshot.entries).toEqual([]);
-    expect(snapshot.trailer).toEqual({ end: true, offset: 0, count: 0, epoch: snapshot.epoch });
+    expect(snapshot.trailer).toEqual({ end: true, offset: 0, count: 0, epoch: snapshot.epoch, digest: '0000000000000000' });
   });
 
   it('refuses a bad prefix or an unknown parameter with 400 invalid_request', async () => {

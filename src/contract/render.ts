@@ -7,6 +7,12 @@ export function entryJson(entry: StoredEntry): string {
   return `{"key":${JSON.stringify(entry.key)},"value":${entry.value},"offset":${entry.offset},"ts":${entry.ts}}`;
 }
 
+/** A single key's entry (GET): with its expiry when it has one. */
+export function keyEntryJson(entry: StoredEntry): string {
+  const expiry = entry.expiresAt == null ? '' : `,"expiresAt":${entry.expiresAt}`;
+  return `{"key":${JSON.stringify(entry.key)},"value":${entry.value},"offset":${entry.offset},"ts":${entry.ts}${expiry}}`;
+}
+
 export function recordJson(record: StoredRecord): string {
   const head = `{"offset":${record.offset},"key":${JSON.stringify(record.key)},"op":"${record.op}"`;
   return record.value === null ? `${head},"ts":${record.ts}}` : `${head},"value":${record.value},"ts":${record.ts}}`;

@@ -23,11 +23,23 @@ const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((statu
 export const KeyParams = Type.Object({ key: Type.String() });
 
 export const Entry = Type.Object({ key: Type.String(), value: JsonValue, offset: Offset, ts: Type.Integer() });
+/** GET's entry: with `expiresAt` (ms since the epoch) when the value has a time to live. */
+export const KeyEntry = Type.Object({
+  key: Type.String(),
+  value: JsonValue,
+  offset: Offset,
+  ts: Type.Integer(),
+  expiresAt: Type.Optional(Type.Integer()),
+});
 export const Written = Type.Object({ key: Type.String(), offset: Offset });
 
 // --- keys ---
 
-export const PutKeyBody = Type.Object({ value: JsonValue }, { additionalProperties: false });
+/** The largest time to live, in ms: one year (the same as src/store/write-plan.ts's MAX_TTL_MS). */
+export const MAX_TTL_MS = 365 * 24 * 3600 * 1000;
+const TtlMs = Type.Integer({ minimum: 1, maximum: MAX_TTL_MS, description: 'time to live in ms' });
+
+export const PutKeyBody = Type.Object({ value: JsonValue, ttlMs: Type.Optional(TtlMs) }, { additionalProperties: false });
 
 export const ListQuery = Type.Object(
   {
@@ -46,7 +58,7 @@ export const putKeySchema = {
 
 export const getKeySchema = {
   params: KeyParams,
-  response: { 200: Entry, 304: Type.Unknown({ description: 'no body' }), ...errors(400, 401, 403, 404, 503) },
+  response: { 200: KeyEntry, 304: Type.Unknown({ description: 'no body' }), ...errors(400, 401, 403, 404, 503) },
 };
 
 export const deleteKeySchema = {
@@ -86,6 +98,7 @@ export const BatchItem = Type.Object(
     op: Type.Optional(Type.Union([Type.Literal('set'), Type.Literal('delete'), Type.Literal('incr')])),
     value: Type.Optional(JsonValue),
     by: Type.Optional(Type.Number()),
+    ttlMs: Type.Optional(TtlMs),
     ifOffset: Type.Optional(Offset),
     ifAbsent: Type.Optional(Type.Boolean()),
   },
@@ -222,6 +235,8 @@ export const statsSchema = {
       dirtyRatio: Type.Number(),
       horizon: Offset,
       dbBytes: Type.Integer(),
+      digest: Type.String({ pattern: '^[0-9a-f]{16}$' }),
+      digestOffset: Offset,
       lastCompaction: Type.Union([LastCompaction, Type.Null()]),
     }),
     ...errors(401, 403, 503),

@@ -4,6 +4,7 @@ import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
 import { ApiError, type ErrorBody } from '../contract/errors.js';
 import { recordJson } from '../contract/render.js';
+import { SnapshotDigest } from './snapshot-digest.js';
 import { sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import type { SnapshotReader, StoredRecord } from '../store/log-store.js';
 import type { TailPages } from './tail-pages.js';
@@ -105,14 +106,21 @@ export class ChangeStreamSource {
     snapshot.release();
   }
 
+  /** The digest of the snapshot's records, made with its first page. */
+  private snapshotDigest: SnapshotDigest | undefined;
+
   private async snapshotChunk(reader: SnapshotReader): Promise<string> {
     const records = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
-    if (records.length > 0) return records.map(snapshotEvent).join('');
+    this.snapshotDigest ??= new SnapshotDigest(reader, this.options.prefix === '' && this.options.key === undefined);
+    if (records.length > 0) {
+      this.snapshotDigest.add(records);
+      return records.map(snapshotEvent).join('');
+    }
     this.releaseSnapshot();
     this.position = reader.offset;
     this.phase = 'live';
     this.lastProgressAt = Date.now();
-    const data = `{"offset":${reader.offset},"epoch":${JSON.stringify(reader.epoch)}}`;
+    const data = `{"offset":${reader.offset},"epoch":${JSON.stringify(reader.epoch)},"digest":"${this.snapshotDigest.hex()}"}`;
     return sseEvent('snapshot-end', data, reader.offset);
   }
 

@@ -18,6 +18,10 @@ export class OneKeySnapshot implements SnapshotReader {
     return this.prefixed.epoch;
   }
 
+  get digest(): bigint {
+    return this.prefixed.digest;
+  }
+
   async nextJson(shape: SnapshotShape, _max: number, maxChars?: number): Promise<string[]> {
     if (this.done) return [];
     this.done = true;

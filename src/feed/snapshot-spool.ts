@@ -85,7 +85,7 @@ export async function spoolSnapshot(
   } finally {
     reader.close();
   }
-  return new SpooledSnapshot(reader.offset, reader.epoch, shape, file!, bytes, () => budget.give(bytes));
+  return new SpooledSnapshot(reader.offset, reader.epoch, reader.digest, shape, file!, bytes, () => budget.give(bytes));
 }
 
 class SpooledSnapshot implements SnapshotReader {
@@ -98,6 +98,7 @@ class SpooledSnapshot implements SnapshotReader {
   constructor(
     readonly offset: number,
     readonly epoch: string,
+    readonly digest: bigint,
     private readonly shape: SnapshotShape,
     private readonly file: FileHandle,
     private readonly size: number,

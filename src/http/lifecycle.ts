@@ -1,5 +1,5 @@
-// The app's life beside its requests: the compactor runs once the app is ready, expired
-// idempotency answers are purged, and shutdown ends streams and silent connections
+// The app's life beside its requests: the compactor and the expirer run once the app is
+// ready, expired idempotency answers are purged, and shutdown ends streams and silent connections
 // before the services close.
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -7,7 +7,7 @@ import type { Services } from '../services.js';
 import { trackConnections } from './silent-connections.js';
 
 export const lifecycle = fp(async (app: FastifyInstance, { services }: { services: Services }) => {
-  const { config, store, compactor } = services;
+  const { config, store, compactor, expirer } = services;
 
   // A client may half-close its side once its request is sent (shutdown(SHUT_WR)): its
   // answer must still come, however long the write's fsync, the long poll or the
@@ -20,6 +20,7 @@ export const lifecycle = fp(async (app: FastifyInstance, { services }: { service
   let purge: NodeJS.Timeout | undefined;
   app.addHook('onReady', async () => {
     compactor.start();
+    expirer.start();
     purge = setInterval(
       () => void store.purgeIdempotency(Date.now()).catch((err) => app.log.error({ err }, 'idempotency purge failed')),
       Math.min(config.idempotencyTtlMs, 60_000),

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError } from '../contract/errors.js';
 import { checkKey, checkPrefix } from '../contract/key-rules.js';
 import { etag, notModified, writeCondition } from '../http/preconditions.js';
-import { entryJson, failureAnswer, jsonAnswer, recordJson } from '../contract/render.js';
+import { entryJson, failureAnswer, keyEntryJson, jsonAnswer, recordJson } from '../contract/render.js';
 import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import { exactBody } from '../writes/exact-numbers.js';
@@ -34,7 +34,8 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     const key = checkKey(req.params.key);
     const value = valueText(req.body.value, config.maxValueBytes, {}, exactBody(req.body)?.value);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
-    return submitWrite(batcher, req, reply, [{ op: 'set', key, value, ...condition }], (outcome) => {
+    const ttl = req.body.ttlMs === undefined ? {} : { ttlMs: req.body.ttlMs };
+    return submitWrite(batcher, req, reply, [{ op: 'set', key, value, ...ttl, ...condition }], (outcome) => {
       if (!outcome.ok) return failureAnswer(outcome.failure, false);
       const { offset } = outcome.applied[0]!;
       return jsonAnswer(200, { key, offset }, { etag: etag(offset) });
@@ -48,7 +49,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     reply.header('etag', etag(entry.offset));
     // No payload at all: a 304 carries neither a body nor a Content-Length of one.
     if (notModified(req.headers['if-none-match'], entry.offset)) return reply.code(304).send();
-    return sendJsonText(reply, entryJson(entry));
+    return sendJsonText(reply, keyEntryJson(entry));
   });
 
   app.delete('/v1/keys/:key', { schema: deleteKeySchema }, async (req, reply) => {

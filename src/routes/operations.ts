@@ -19,6 +19,7 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
     const counters = await store.counters();
     return {
       ...counters,
+      digestOffset: counters.head,
       dirtyRatio: dirtyRatio(counters),
       lastCompaction: options.lastCompaction(),
     };

@@ -25,12 +25,19 @@ function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: numb
     case 'set':
       if (!hasValue) throw invalid('a set needs "value"');
       if (item.by !== undefined) throw invalid('"by" belongs to op "incr"');
-      return { op: 'set', key, value: valueText(item.value, maxValueBytes, { index }, exact?.value), ...condition };
+      return {
+        op: 'set',
+        key,
+        value: valueText(item.value, maxValueBytes, { index }, exact?.value),
+        ...(item.ttlMs !== undefined ? { ttlMs: item.ttlMs } : {}),
+        ...condition,
+      };
     case 'delete':
-      if (hasValue || item.by !== undefined) throw invalid('a delete takes no "value" or "by"');
+      if (hasValue || item.by !== undefined || item.ttlMs !== undefined) throw invalid('a delete takes no "value", "by" or "ttlMs"');
       return { op: 'delete', key, ...condition };
     case 'incr':
       if (hasValue) throw invalid('an incr takes "by", not "value"');
+      if (item.ttlMs !== undefined) throw invalid('"ttlMs" belongs to op "set"');
       if (item.by === undefined) throw invalid('an incr needs "by"');
       if (exact !== undefined && exactText(exact.by) !== JSON.stringify(item.by)) {
         throw invalid('"by" is a number a double cannot hold exactly; increments are whole numbers within ±(2^53 - 1)');

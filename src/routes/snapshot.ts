@@ -6,6 +6,7 @@ import { pullStream } from '../http/pull-stream.js';
 import { snapshotSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../feed/snapshot-slots.js';
+import { SnapshotDigest } from '../feed/snapshot-digest.js';
 import type { SnapshotReader } from '../store/log-store.js';
 
 /**
@@ -17,8 +18,8 @@ const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
 
 /** The last line: without it a client knows the stream was cut short. */
-function trailer(reader: SnapshotReader, count: number): string {
-  return `{"end":true,"offset":${reader.offset},"count":${count},"epoch":${JSON.stringify(reader.epoch)}}\n`;
+function trailer(reader: SnapshotReader, count: number, digest: SnapshotDigest): string {
+  return `{"end":true,"offset":${reader.offset},"count":${count},"epoch":${JSON.stringify(reader.epoch)},"digest":"${digest.hex()}"}\n`;
 }
 
 export interface SnapshotRouteOptions {
@@ -36,6 +37,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const closed = metrics.openStream('snapshot', req.raw);
     let count = 0;
     let ended = false;
+    const digest = new SnapshotDigest(reader, prefix === '');
     // Shutdown cuts a snapshot short: without its last line the client knows it is incomplete.
     const cut = (): void => void reply.raw.destroy();
     lifecycle.shutdown.addEventListener('abort', cut, { once: true });
@@ -46,9 +48,10 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
         const lines = await reader.nextJson('entry', PAGE_ROWS, PAGE_CHARS);
         if (lines.length === 0) {
           ended = true;
-          return trailer(reader, count);
+          return trailer(reader, count, digest);
         }
         count += lines.length;
+        digest.add(lines);
         // One string a page: one write to the socket.
         return `${lines.join('\n')}\n`;
       },

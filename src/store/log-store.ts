@@ -12,6 +12,8 @@ export interface StoredEntry {
   value: string;
   offset: number;
   ts: number;
+  /** When the value expires (ms since the epoch); absent or null: never. */
+  expiresAt?: number | null;
 }
 
 /** One record of the log. */
@@ -34,8 +36,13 @@ export interface Condition {
 }
 
 export type WriteOp =
-  | ({ op: 'set'; key: string; value: string } & Condition)
-  | ({ op: 'delete'; key: string } & Condition)
+  /** `ttlMs`: the value expires that long after the commit (MAX_TTL_MS at most). */
+  | ({ op: 'set'; key: string; value: string; ttlMs?: number } & Condition)
+  /**
+   * `expiry`: the expirer's delete of a value past its expiry; with `ifOffset` it holds
+   * when that record is still the key's, expired or not (anyone else sees it as absent).
+   */
+  | ({ op: 'delete'; key: string; expiry?: boolean } & Condition)
   | ({ op: 'incr'; key: string; by: number } & Condition);
 
 export interface AppliedOp {
@@ -92,6 +99,14 @@ export interface StoreCounters {
   /** Keys whose latest record is a delete marker still kept in the log. */
   tombstones: number;
   dbBytes: number;
+  /** The state digest at `head` (read with it), 16 hex digits: see src/contract/digest.ts. */
+  digest: string;
+}
+
+/** A key whose value is past its expiry, and the offset of that value's record. */
+export interface DueExpiry {
+  key: string;
+  offset: number;
 }
 
 /** Superseded records / all records: the share of the log that compaction would remove. */
@@ -200,6 +215,8 @@ export type SnapshotShape = 'entry' | 'record';
 export interface SnapshotReader {
   readonly offset: number;
   readonly epoch: string;
+  /** The digest of the whole state at `offset` (whatever the prefix). */
+  readonly digest: bigint;
   /**
    * The next live keys in ascending byte order as JSON text, one string per key, at
    * most `max`, stopping early once they hold `maxChars` characters; an empty page
@@ -306,6 +323,8 @@ export interface LogStore {
   startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<CompactionPass>;
   /** Forgets idempotency keys that expired before `now`; returns how many. */
   purgeIdempotency(now: number): Promise<number>;
+  /** Up to `limit` keys whose live value expired by `now`, soonest first. */
+  dueExpiries(now: number, limit: number): Promise<DueExpiry[]>;
   /** Makes the database ready to be reopened quickly (checkpoint) and closes it. */
   close(): Promise<void>;
 }

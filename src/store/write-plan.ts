@@ -5,12 +5,25 @@
 // append, each with its key's previous state, the final state rows, the answers to
 // remember and the changes of the counters. The store then writes the plan as it is;
 // a refused request leaves nothing in it, so a refusal never touches its neighbours.
+import { digestTerm } from '../contract/digest.js';
 import type { AppliedOp, Answer, WriteFailure, WriteOp, WriteRequest, WriteResult } from './log-store.js';
 
-/** A key's row in `state`: its latest record, and whether that record is a live value. */
+/**
+ * A key's row in `state`: its latest record, whether that record is a live value, and
+ * when that value expires (ms since the epoch; null or absent: never).
+ */
 export interface KeyState {
   offset: number;
   live: boolean;
+  expiresAt?: number | null;
+}
+
+/**
+ * True when the key has a live value now: a value past its expiry counts as absent for
+ * reads and conditions at once, before the expirer's tombstone is in the log.
+ */
+export function liveAt(state: KeyState | undefined | null, now: number): boolean {
+  return state !== undefined && state !== null && state.live && !(state.expiresAt != null && state.expiresAt <= now);
 }
 
 export interface RememberedAnswer {
@@ -117,7 +130,7 @@ export function conditionsOnOwnOffsets(requests: WriteRequest[]): boolean {
 
 /** Applies the requests in order to the state `source` reads; reads nothing else and writes nothing. */
 export function planWrites(input: PlanInput, source: StateSource): WritePlan {
-  const planner = new Planner(input.head, source);
+  const planner = new Planner(input.head, input.now, source);
   const results: WriteResult[] = [];
   const remember = new Map<string, RememberedAnswer>();
   for (const request of input.requests) {
@@ -156,6 +169,21 @@ export function planWrites(input: PlanInput, source: StateSource): WritePlan {
     liveDelta: planner.liveDelta,
     superseded: planner.superseded,
   };
+}
+
+/**
+ * The change of the state digest (src/contract/digest.ts) of appending a plan's records,
+ * mod 2^64: + the term of each live record, - the term of the live record it superseded.
+ * For a plan made at the real head (a store that assigns offsets elsewhere, as
+ * statelog_append on PostgreSQL, works it out there).
+ */
+export function digestDelta(records: PlannedRecord[]): bigint {
+  let delta = 0n;
+  for (const record of records) {
+    if (record.value !== null) delta += digestTerm(record.key, record.offset);
+    if (record.previous?.live) delta -= digestTerm(record.key, record.previous.offset);
+  }
+  return BigInt.asUintN(64, delta);
 }
 
 /** The refusal of an op, unless its condition holds for the key's live offset (null: not live). */
@@ -198,6 +226,7 @@ class Planner {
 
   constructor(
     private readonly base: number,
+    private readonly now: number,
     private readonly source: StateSource,
   ) {
     this.head = base;
@@ -228,32 +257,37 @@ class Planner {
   private apply(op: WriteOp, index: number): AppliedOp | WriteFailure {
     const written = this.written.get(op.key);
     const current = written ?? this.source.state(op.key);
-    const liveOffset = current?.live ? current.offset : null;
+    // The expirer's delete names a value that has expired: it alone sees it as live.
+    const live = op.op === 'delete' && op.expiry ? current?.live === true : liveAt(current, this.now);
+    const liveOffset = live ? current!.offset : null;
     const refused = conditionFailure(op, liveOffset, index);
     if (refused) return refused;
     switch (op.op) {
-      case 'set':
-        return { key: op.key, offset: this.append(op.key, op.value, current, written) };
+      case 'set': {
+        const expiresAt = op.ttlMs === undefined ? null : this.now + op.ttlMs;
+        return { key: op.key, offset: this.append(op.key, op.value, current, written, expiresAt) };
+      }
       case 'delete':
         if (liveOffset === null) return { code: 'not_found', index };
-        return { key: op.key, offset: this.append(op.key, null, current, written) };
+        return { key: op.key, offset: this.append(op.key, null, current, written, null) };
       case 'incr': {
         const before = liveOffset === null ? null : written ? written.value : this.source.liveValue(op.key, liveOffset);
         const sum = incremented(op.by, before);
         if (Number.isNaN(sum)) return { code: 'not_a_number', index };
-        return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), current, written), value: sum };
+        return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), current, written, null), value: sum };
       }
     }
   }
 
-  private append(key: string, value: string | null, current: KeyState | undefined, written: Written | undefined): number {
+  /** Appends a record; `expiresAt` is the new value's expiry (a write without a TTL clears it). */
+  private append(key: string, value: string | null, current: KeyState | undefined, written: Written | undefined, expiresAt: number | null): number {
     const offset = ++this.head;
     const live = value !== null;
     // Never changed once made (a key's next record gets a new object), so shared as it is.
     const previous = current ?? null;
     this.records.push({ offset, key, op: live ? 'set' : 'delete', value, previous });
     this.undo.push(key, written);
-    this.written.set(key, { offset, live, value });
+    this.written.set(key, { offset, live, value, expiresAt });
     if (previous) this.superseded = true;
     else this.newKeys += 1;
     this.liveDelta += Number(live) - Number(previous?.live ?? false);

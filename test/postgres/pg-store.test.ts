@@ -64,6 +64,7 @@ describe('migrations', () => {
     expect(rows).toEqual([
       { version: 1, name: '001_log.sql' },
       { version: 2, name: '002_append.sql' },
+      { version: 3, name: '003_ttl_digest.sql' },
     ]);
     const epochs = await client.query('SELECT epoch FROM meta');
     expect(epochs.rows).toHaveLength(1);

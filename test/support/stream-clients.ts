@@ -182,7 +182,7 @@ export interface Snapshot {
   offset: number;
   epoch: string;
   entries: { key: string; value: unknown; offset: number; ts: number }[];
-  trailer: { end: true; offset: number; count: number; epoch: string };
+  trailer: { end: true; offset: number; count: number; epoch: string; digest: string };
 }
 
 /**

@@ -12,6 +12,8 @@ export interface CheckpointData<T> {
   epoch: string;
   prefix: string;
   entries: [string, T][];
+  /** Each entry's record offset, in the same order: what the mirror's digest is made of. */
+  offsets?: number[];
 }
 
 const digest = (text: string) => createHash('sha256').update(text).digest('hex');
@@ -41,7 +43,7 @@ export async function loadCheckpoint<T>(
   file: string,
   prefix: string,
   warn: (message: string) => void,
-): Promise<{ offset: number; epoch: string; state: Map<string, T> } | null> {
+): Promise<{ offset: number; epoch: string; state: Map<string, T>; offsets: Map<string, number> | null } | null> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -60,5 +62,6 @@ export async function loadCheckpoint<T>(
     warn(`checkpoint ${file} is for another version or prefix; ignoring it`);
     return null;
   }
-  return { offset: data.offset, epoch: data.epoch, state: new Map(data.entries) };
+  const offsets = data.offsets?.length === data.entries.length ? new Map(data.entries.map(([key], i) => [key, data.offsets![i]!])) : null;
+  return { offset: data.offset, epoch: data.epoch, state: new Map(data.entries), offsets };
 }

@@ -45,7 +45,7 @@ type ItemFields = Static<typeof BatchItemSchema>;
 type ItemConditions = Pick<ItemFields, 'key' | 'ifOffset' | 'ifAbsent'>;
 /** One item of a batch; the schema's flat object, told apart by `op` as the server does. */
 export type BatchItem =
-  | (ItemConditions & { op?: 'set'; value: unknown })
+  | (ItemConditions & { op?: 'set'; value: unknown; ttlMs?: number })
   | (ItemConditions & { op: 'delete' })
   | (ItemConditions & { op: 'incr'; by: number });
 
@@ -156,17 +156,20 @@ export class StatelogClient {
   }
 
   /** The live value of a key, or null if it has none. */
-  async get<T = unknown>(key: string, options: { signal?: AbortSignal } = {}): Promise<Entry<T> | null> {
+  /** The key's entry, with `expiresAt` (ms since the epoch) when it has a TTL; null when absent or expired. */
+  async get<T = unknown>(key: string, options: { signal?: AbortSignal } = {}): Promise<(Entry<T> & { expiresAt?: number }) | null> {
     try {
-      return (await this.json({ method: 'GET', path: keyPath(key), retry: true, ...options })) as Entry<T>;
+      return (await this.json({ method: 'GET', path: keyPath(key), retry: true, ...options })) as Entry<T> & { expiresAt?: number };
     } catch (err) {
       if (err instanceof StatelogError && err.code === 'not_found') return null;
       throw err;
     }
   }
 
-  async put(key: string, value: unknown, options: WriteOptions = {}): Promise<Written> {
-    return (await this.write('PUT', keyPath(key), { value }, options)) as Written;
+  /** With `ttlMs` the value expires that long after the write, and the server deletes the key. */
+  async put(key: string, value: unknown, options: WriteOptions & { ttlMs?: number } = {}): Promise<Written> {
+    const { ttlMs, ...rest } = options;
+    return (await this.write('PUT', keyPath(key), ttlMs === undefined ? { value } : { value, ttlMs }, rest)) as Written;
   }
 
   /** Appends a delete marker; throws StatelogError not_found if the key has no live value. */

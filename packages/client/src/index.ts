@@ -21,5 +21,13 @@ export type {
 export { CutStreamError, StatelogError, isStatelogError, type ConnectionErrorCode, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
 export { readEvents, type SseEvent } from './sse.js';
-export { StateMirror, type ResetEvent, type RetryEvent, type StateMirrorEvents, type StateMirrorOptions } from './state-mirror.js';
+export {
+  DigestMismatchError,
+  StateMirror,
+  type DigestCheck,
+  type ResetEvent,
+  type RetryEvent,
+  type StateMirrorEvents,
+  type StateMirrorOptions,
+} from './state-mirror.js';
 export type { WatchEvent, WatchOptions } from './watch.js';

@@ -7,6 +7,7 @@
 // checkpoint file it restarts from disk and reads only the changes since. A token the
 // server refuses (401, 403) stops it: `ready` rejects, and nothing is retried.
 import { EventEmitter } from 'node:events';
+import { digestHex, digestTerm } from '../../../src/contract/digest.js';
 import { StatelogClient, type ClientOptions, type LogRecord } from './client.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
@@ -60,12 +61,41 @@ interface StreamPosition {
   epoch: string;
 }
 
+/** A comparison of the mirror's digest with the server's at one offset. */
+export interface DigestCheck {
+  ok: boolean;
+  offset: number;
+  /** The mirror's digest at `offset`, 16 hex digits. */
+  mirror: string;
+  /** The server's (a snapshot's trailer or /v1/stats). */
+  server: string;
+}
+
+/** Emitted as 'error' when the mirror's state is not the server's: both digests are in `check`. */
+export class DigestMismatchError extends Error {
+  constructor(readonly check: DigestCheck) {
+    super(`the mirror's digest at offset ${check.offset} is ${check.mirror}, the server's ${check.server}`);
+    this.name = 'DigestMismatchError';
+  }
+}
+
+/** How many (offset, digest) pairs the mirror keeps, so verify() can look back at the server's head. */
+const DIGEST_HISTORY = 4096;
+
 export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>> {
   /** Resolves once the mirror holds the state at some offset; rejects if the server refuses the token. */
   readonly ready: Promise<void>;
   /** Snapshots taken (the first one included). */
   snapshots = 0;
   private state = new Map<string, T>();
+  /**
+   * Each key's record offset and the digest they make (src/contract/digest.ts), kept as
+   * records are applied; null when unknown (a checkpoint saved without offsets).
+   */
+  private offsets: Map<string, number> | null = new Map();
+  private digestSum = 0n;
+  /** The digest after each record applied lately, oldest first. */
+  private digestHistory: { offset: number; digest: bigint }[] = [];
   private position: StreamPosition | null = null;
   private readonly client: StatelogClient;
   private readonly prefix: string;
@@ -131,6 +161,68 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     return this.position?.epoch;
   }
 
+  /** The digest of the mirror's state at its offset (16 hex digits), or null when unknown. */
+  get digest(): string | null {
+    return this.offsets ? digestHex(this.digestSum) : null;
+  }
+
+  /**
+   * Compares the mirror's digest with the server's: reads /v1/stats, waits until the
+   * mirror has applied the server's head, and compares the digests at that offset. A
+   * mismatch is also emitted as 'error' (DigestMismatchError). Only for a mirror of the
+   * whole state (no prefix): the server's digest covers every key.
+   */
+  async verify(options: { timeoutMs?: number } = {}): Promise<DigestCheck> {
+    if (this.prefix !== '') throw new Error('verify() needs a mirror of the whole state: the server has no digest per prefix');
+    await this.ready;
+    const stats = await this.client.stats();
+    const target = stats.digestOffset;
+    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+    while (this.offset < target) {
+      if (Date.now() > deadline) throw new Error(`the mirror did not reach offset ${target} in time (it is at ${this.offset})`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    if (!this.offsets) throw new Error('the mirror has no digest: its checkpoint was saved without offsets');
+    let local: bigint | undefined;
+    for (const entry of this.digestHistory) if (entry.offset <= target) local = entry.digest;
+    if (local === undefined) throw new Error(`the mirror no longer knows its digest at offset ${target}`);
+    return this.checkDigest(target, digestHex(local), stats.digest);
+  }
+
+  private checkDigest(offset: number, mirror: string, server: string): DigestCheck {
+    const check = { ok: mirror === server, offset, mirror, server };
+    if (!check.ok) this.emit('error', new DigestMismatchError(check));
+    return check;
+  }
+
+  private noteDigest(offset: number): void {
+    if (this.digestHistory.length >= DIGEST_HISTORY) this.digestHistory.splice(0, DIGEST_HISTORY / 2);
+    this.digestHistory.push({ offset, digest: this.digestSum });
+  }
+
+  /** Replaces the state's offsets and digest (a snapshot, or a checkpoint: null offsets = unknown). */
+  private resetDigest(offsets: Map<string, number> | null, offset: number): void {
+    this.offsets = offsets;
+    let sum = 0n;
+    for (const [key, at] of offsets ?? []) sum += digestTerm(key, at);
+    this.digestSum = BigInt.asUintN(64, sum);
+    this.digestHistory = [];
+    this.noteDigest(offset);
+  }
+
+  /** Applies a record to the digest: - the key's old term, + the new one for a set. */
+  private applyDigest(record: LogRecord<T>): void {
+    if (!this.offsets) return;
+    const old = this.offsets.get(record.key);
+    if (old !== undefined) this.digestSum -= digestTerm(record.key, old);
+    if (record.op === 'set') {
+      this.digestSum += digestTerm(record.key, record.offset);
+      this.offsets.set(record.key, record.offset);
+    } else {
+      this.offsets.delete(record.key);
+    }
+    this.digestSum = BigInt.asUintN(64, this.digestSum);
+  }
   /** Stops following, and saves the checkpoint one last time. */
   async close(): Promise<void> {
     clearInterval(this.checkpointTimer);
@@ -146,12 +238,14 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
       if (saved) {
         this.state = saved.state;
         this.position = { offset: saved.offset, epoch: saved.epoch };
+        this.resetDigest(saved.offsets, saved.offset);
         this.savedOffset = saved.offset;
       }
     }
     const start = this.position;
     /** The snapshot being read, swapped in whole at its end so reads never see half of one. */
     let staging: Map<string, T> | null = null;
+    let stagingOffsets: Map<string, number> | null = null;
     let resetReason: string | null = null;
     try {
       const events = this.client.watch<T>({
@@ -171,7 +265,11 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
           case 'record':
             if (event.snapshot) {
               staging ??= new Map();
-              if (event.record.op === 'set') staging.set(event.record.key, event.record.value);
+              stagingOffsets ??= new Map();
+              if (event.record.op === 'set') {
+                staging.set(event.record.key, event.record.value);
+                stagingOffsets.set(event.record.key, event.record.offset);
+              }
             } else {
               this.apply(event.record);
             }
@@ -180,10 +278,13 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
             if (this.position === null || staging !== null || resetReason !== null) {
               const hadState = this.position !== null;
               this.state = staging ?? new Map();
+              this.resetDigest(stagingOffsets ?? new Map(), event.offset);
+              if (event.digest !== undefined) this.checkDigest(event.offset, digestHex(this.digestSum), event.digest);
               this.snapshots += 1;
               if (hadState && resetReason) this.emit('reset', { reason: resetReason });
             }
             staging = null;
+            stagingOffsets = null;
             resetReason = null;
             this.position = { offset: event.offset, epoch: event.epoch };
             this.markReady();
@@ -193,6 +294,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
             break;
           case 'reset':
             staging = null;
+            stagingOffsets = null;
             if (event.reason === 'snapshot_cut') {
               this.warn(`${event.error.message}; taking it again`);
             } else {
@@ -216,7 +318,9 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     if (this.position === null || record.offset <= this.position.offset) return; // applied already
     if (record.op === 'set') this.state.set(record.key, record.value);
     else this.state.delete(record.key);
+    this.applyDigest(record);
     this.position.offset = record.offset;
+    this.noteDigest(record.offset);
     this.emit('change', record);
   }
 
@@ -233,7 +337,15 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     if (!file || !this.position || this.position.offset === this.savedOffset) return;
     const { offset, epoch } = this.position;
     try {
-      await saveCheckpoint(file, { offset, epoch, prefix: this.prefix, entries: [...this.state] });
+      const entries = [...this.state];
+      const offsets = this.offsets;
+      await saveCheckpoint(file, {
+        offset,
+        epoch,
+        prefix: this.prefix,
+        entries,
+        ...(offsets ? { offsets: entries.map(([key]) => offsets.get(key)!) } : {}),
+      });
       this.savedOffset = offset;
       this.emit('checkpoint', offset);
     } catch (err) {

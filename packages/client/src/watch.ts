@@ -40,7 +40,7 @@ export type WatchEvent<T = unknown> =
   /** A record: with `snapshot`, a live key of the snapshot (op 'set'); else a change, in offset order. */
   | { type: 'record'; record: LogRecord<T>; snapshot: boolean }
   /** The snapshot is complete at `offset`, or the server accepted the start offset: what follows is live. */
-  | { type: 'initialized'; offset: number; epoch: string }
+  | { type: 'initialized'; offset: number; epoch: string; digest?: string }
   /** Every matching record up to `offset` has been given. */
   | { type: 'progress'; offset: number }
   /**
@@ -121,13 +121,14 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
             break;
           }
           case 'snapshot-end': {
-            const end = JSON.parse(event.data) as { offset: number; epoch: string };
+            const end = JSON.parse(event.data) as { offset: number; epoch: string; digest?: string };
             at.after = end.offset;
             at.epoch = end.epoch;
             snapshotEnded = true;
             initialized = true;
             attempt = 0;
-            yield { type: 'initialized', offset: end.offset, epoch: end.epoch };
+            // `digest`: of the keys the snapshot sent (src/contract/digest.ts).
+            yield { type: 'initialized', offset: end.offset, epoch: end.epoch, ...(end.digest === undefined ? {} : { digest: end.digest }) };
             break;
           }
           case 'progress': {

@@ -27,6 +27,7 @@ export class PgSnapshot implements SnapshotReader {
     private readonly prefix: string,
     readonly offset: number,
     readonly epoch: string,
+    readonly digest: bigint,
     private readonly onClose: (snapshot: PgSnapshot) => void,
   ) {
     this.upper = prefixUpperBound(prefix);
@@ -36,10 +37,10 @@ export class PgSnapshot implements SnapshotReader {
     const client = await pool.connect();
     try {
       const results = (await client.query(
-        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT head, epoch FROM meta WHERE id = 1',
-      )) as unknown as pg.QueryResult<{ head: number; epoch: string }>[];
+        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT head, epoch, digest::text FROM meta WHERE id = 1',
+      )) as unknown as pg.QueryResult<{ head: number; epoch: string; digest: string }>[];
       const meta = results[1]!.rows[0]!;
-      return new PgSnapshot(client, prefix, meta.head, meta.epoch, onClose);
+      return new PgSnapshot(client, prefix, meta.head, meta.epoch, BigInt(meta.digest), onClose);
     } catch (err) {
       // The connection may be fine (a failed statement): end the transaction and reuse it.
       await client.query('ROLLBACK').then(

@@ -40,19 +40,28 @@ export const BEGIN_AND_LOCK_SQL = `BEGIN;
  * increments), and the remembered answers of idempotency keys $3.
  */
 export const GROUP_READ_SQL = `
-  SELECT 's' AS kind, s.key, s.seq, s.live, l.value AS text1, NULL::text AS text2, NULL::bigint AS "expiresAt"
+  SELECT 's' AS kind, s.key, s.seq, s.live, l.value AS text1, NULL::text AS text2, s.expires_at AS "expiresAt"
     FROM state s LEFT JOIN log l ON s.live AND s.key = ANY($2::text[]) AND l.seq = s.seq
     WHERE s.key = ANY($1::text[])
   UNION ALL
   SELECT 'i', key, NULL, NULL, fingerprint, answer, expires_at FROM idempotency WHERE key = ANY($3::text[])`;
 
-/** See migrations/postgres/002_append.sql; no row back means a key it read had changed. */
+/** See migrations/postgres/003_ttl_digest.sql; no row back means a key it read had changed. */
 export const APPEND_SQL = `
   SELECT out_base AS base FROM statelog_append($1::text[], $2::bigint[], $3::boolean[], $4::text[], $5::text[],
-    $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::bigint, $11::bigint, $12::boolean, $13::bigint, $14::text)`;
+    $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::bigint[], $11::bigint, $12::bigint, $13::boolean, $14::bigint, $15::text)`;
 
+/** Key $1's live value unless it expired by $2. */
 export const GET_SQL = `
-  SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq WHERE s.key = $1 AND s.live`;
+  SELECT s.key, l.value, s.seq, l.ts, s.expires_at FROM state s JOIN log l ON l.seq = s.seq
+  WHERE s.key = $1 AND s.live AND (s.expires_at IS NULL OR s.expires_at > $2)`;
+
+/**
+ * Up to $2 keys whose value expired by $1, soonest first, by the partial index. Every
+ * node may read the same ones: its delete is conditional on the offset, so one wins.
+ */
+export const DUE_EXPIRIES_SQL = `
+  SELECT key, seq FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1 AND live ORDER BY expires_at LIMIT $2`;
 
 /**
  * The rows of `rows` (a query with key and value columns, in `order`) up to the one whose
@@ -69,10 +78,14 @@ const sizeBounded = (rows: string, order: string, maxBytes: string): string => `
     FROM (${rows}) r
   ) c WHERE ${maxBytes}::bigint IS NULL OR c.before < ${maxBytes}`;
 
-/** Live keys with prefix range [$1, $3) after $2, at most $4 and, with $5, about $5 bytes. */
-const LIVE_PAGE_SQL = sizeBounded(
+/**
+ * Live keys with prefix range [$1, $3) after $2, at most $4 and, with $5, about $5
+ * bytes; `unexpired` also leaves out the values expired by $6.
+ */
+const livePageSql = (unexpired: boolean): string => sizeBounded(
   `SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq
     WHERE s.live AND s.key >= $1 AND s.key > $2 AND ($3::text IS NULL OR s.key < $3)
+    ${unexpired ? 'AND (s.expires_at IS NULL OR s.expires_at > $6)' : ''}
     ORDER BY s.key LIMIT $4`,
   'key',
   '$5',
@@ -81,11 +94,15 @@ const LIVE_PAGE_SQL = sizeBounded(
 /** A page of live keys (LIVE_PAGE_SQL's parameters) and the head, in one snapshot. */
 export const LIST_SQL = `
   WITH m AS (SELECT head FROM meta WHERE id = 1)
-  SELECT m.head, e.key, e.value, e.seq, e.ts, e.taken FROM m LEFT JOIN LATERAL (${LIVE_PAGE_SQL}
+  SELECT m.head, e.key, e.value, e.seq, e.ts, e.taken FROM m LEFT JOIN LATERAL (${livePageSql(true)}
   ) e ON true ORDER BY e.key`;
 
-/** A snapshot's next page (LIVE_PAGE_SQL's parameters), read inside its transaction. */
-export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts FROM (${LIVE_PAGE_SQL}) p ORDER BY key`;
+/**
+ * A snapshot's next page, read inside its transaction. A snapshot is the log's state at
+ * its offset: a value past its expiry is in it until the expirer's tombstone, which
+ * the change feed then carries, so a mirror's state and digest follow the log.
+ */
+export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts FROM (${livePageSql(false)}) p ORDER BY key`;
 
 /**
  * Records in ($1, $6] with prefix range [$2, $3) and, with $7, exactly key $7, at most $4
@@ -125,7 +142,7 @@ export const KEY_HISTORY_SQL = `
   ) r ON true ORDER BY r.seq DESC`;
 
 export const COUNTERS_SQL = `
-  SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys",
+  SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys", digest::text,
     pg_total_relation_size('log') + pg_total_relation_size('state')
       + pg_total_relation_size('idempotency') + pg_total_relation_size('meta') AS "dbBytes"
   FROM meta WHERE id = 1`;

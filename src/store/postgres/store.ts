@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
+import { digestHex } from '../../contract/digest.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import type {
@@ -29,6 +30,7 @@ import type {
   StoreCounters,
   StoredEntry,
   StoredRecord,
+  DueExpiry,
   WriteRequest,
   WriteResult,
   CompactionBacklog,
@@ -45,6 +47,7 @@ import {
   BEGIN_AND_LOCK_SQL,
   CHANGES_SQL,
   COUNTERS_SQL,
+  DUE_EXPIRIES_SQL,
   GET_SQL,
   GROUP_READ_SQL,
   KEY_HISTORY_SQL,
@@ -222,9 +225,10 @@ export class PgStore implements LogStore {
   }
 
   async get(key: string): Promise<StoredEntry | null> {
-    const { rows } = await this.pool.query<{ key: string; value: string; seq: number; ts: number }>(GET_SQL, [key]);
+    type Row = { key: string; value: string; seq: number; ts: number; expires_at: number | null };
+    const { rows } = await this.pool.query<Row>(GET_SQL, [key, Date.now()]);
     const row = rows[0];
-    return row ? { key: row.key, value: row.value, offset: row.seq, ts: row.ts } : null;
+    return row ? { key: row.key, value: row.value, offset: row.seq, ts: row.ts, expiresAt: row.expires_at } : null;
   }
 
   async list(query: ListQuery): Promise<ListPage> {
@@ -235,6 +239,7 @@ export class PgStore implements LogStore {
       prefixUpperBound(query.prefix),
       query.limit,
       query.maxChars ?? null,
+      Date.now(),
     ]);
     const head = rows[0]!.head;
     this.learn({ head }, true);
@@ -369,10 +374,16 @@ export class PgStore implements LogStore {
       liveKeys: number;
       stateKeys: number;
       dbBytes: number;
+      digest: string;
     }>(COUNTERS_SQL);
-    const { head, horizon, records, liveKeys, stateKeys, dbBytes } = rows[0]!;
+    const { head, horizon, records, liveKeys, stateKeys, dbBytes, digest } = rows[0]!;
     this.learn({ head, horizon }, true);
-    return { head, horizon, records, liveKeys, tombstones: stateKeys - liveKeys, dbBytes };
+    return { head, horizon, records, liveKeys, tombstones: stateKeys - liveKeys, dbBytes, digest: digestHex(BigInt(digest)) };
+  }
+
+  async dueExpiries(now: number, limit: number): Promise<DueExpiry[]> {
+    const { rows } = await this.pool.query<{ key: string; seq: number }>(DUE_EXPIRIES_SQL, [now, limit]);
+    return rows.map((row) => ({ key: row.key, offset: row.seq }));
   }
 
   async ping(): Promise<void> {
@@ -440,7 +451,7 @@ async function readGroup(
   const answers = new Map<string, RememberedAnswer>();
   for (const row of rows) {
     if (row.kind === 's') {
-      state.set(row.key, { offset: row.seq!, live: row.live! });
+      state.set(row.key, { offset: row.seq!, live: row.live!, expiresAt: row.expiresAt });
       if (row.text1 !== null) values.set(row.key, row.text1);
     } else {
       answers.set(row.key, { fingerprint: row.text1!, answer: row.text2!, expiresAt: row.expiresAt! });
@@ -472,6 +483,7 @@ function appendParams(plan: WritePlan, verify: { keys: string[]; state: Readonly
     rows.map(([key]) => key),
     rows.map(([, row]) => row.offset - plan.base),
     rows.map(([, row]) => row.live),
+    rows.map(([, row]) => row.expiresAt ?? null),
     plan.newKeys,
     plan.liveDelta,
     plan.superseded,

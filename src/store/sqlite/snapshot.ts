@@ -10,6 +10,7 @@ const textLength = (text: string): number => text.length;
 export class SqliteSnapshot implements SnapshotReader {
   readonly offset: number;
   readonly epoch: string;
+  readonly digest: bigint;
   private readonly db: Database.Database;
   private readonly pages = new Map<SnapshotShape, Database.Statement>();
   private lastKey: string | null = null;
@@ -25,9 +26,10 @@ export class SqliteSnapshot implements SnapshotReader {
     // same committed state.
     this.db.exec('BEGIN');
     try {
-      const meta = this.db.prepare('SELECT head, epoch FROM meta WHERE id = 1').get() as { head: number; epoch: string };
+      const meta = this.db.prepare('SELECT head, epoch, digest FROM meta WHERE id = 1').get() as { head: number; epoch: string; digest: string };
       this.offset = meta.head;
       this.epoch = meta.epoch;
+      this.digest = BigInt(`0x${meta.digest}`);
     } catch (err) {
       this.close();
       throw err;

@@ -18,6 +18,7 @@ export function prefixUpperBound(prefix: string): Buffer {
 const LIVE_KEYS = `
   FROM state s JOIN log l ON l.seq = s.seq
   WHERE s.key >= @from AND s.key < CAST(@upper AS TEXT) AND s.key IS NOT @exclude AND s.live = 1
+    AND (s.expires_at IS NULL OR s.expires_at > @now)
   ORDER BY s.key LIMIT @limit`;
 
 export const LIVE_ENTRIES_SQL = `SELECT s.key, l.value, s.seq AS offset, l.ts ${LIVE_KEYS}`;
@@ -35,11 +36,16 @@ const JSON_OF: Record<SnapshotShape, string> = {
 
 export const liveJsonSql = (shape: SnapshotShape): string => `SELECT ${JSON_OF[shape]} ${LIVE_KEYS}`;
 
-/** Parameters of the live-key queries: keys with `prefix` after `afterKey` (exclusive, or null). */
-export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number) {
+/**
+ * Parameters of the live-key queries: keys with `prefix` after `afterKey` (exclusive, or
+ * null) whose value has not expired by `now`. A snapshot passes no `now`: it is the
+ * log's state at its offset, expired values included until their tombstones (which the
+ * change feed carries), so a mirror's state and digest follow the log.
+ */
+export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number, now = 0) {
   // A cursor below the prefix (from another listing) must not widen the range.
   const resume = afterKey !== null && Buffer.compare(Buffer.from(afterKey), Buffer.from(prefix)) > 0;
-  return { from: resume ? afterKey : prefix, exclude: afterKey, upper: prefixUpperBound(prefix), limit };
+  return { from: resume ? afterKey : prefix, exclude: afterKey, upper: prefixUpperBound(prefix), limit, now };
 }
 
 /**

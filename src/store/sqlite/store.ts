@@ -15,7 +15,8 @@ import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { isStoreFull } from '../unavailable.js';
-import { planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
+import { digestHex, digestOf } from '../../contract/digest.js';
+import { digestDelta, liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import {
   HISTORY_SCAN_END_SQL,
   KEY_HISTORY_SQL,
@@ -37,6 +38,7 @@ import type {
   CompactionBudget,
   CompactionPass,
   CompactionPolicy,
+  DueExpiry,
   ListQuery,
   LogPosition,
   LogStore,
@@ -68,6 +70,8 @@ interface Meta {
   records: number;
   stateKeys: number;
   liveKeys: number;
+  /** The state digest (src/contract/digest.ts), kept as 16 hex digits in the meta row. */
+  digest: bigint;
   /** In memory only: see CompactionBacklog.supersededSince. */
   supersededSince: number | null;
 }
@@ -167,22 +171,22 @@ export class SqliteStore implements LogStore {
     const db = this.db;
     this.sql = {
       meta: db.prepare(
-        `SELECT epoch, head, horizon, last_ts AS lastTs, records, state_keys AS stateKeys, live_keys AS liveKeys
+        `SELECT epoch, head, horizon, last_ts AS lastTs, records, state_keys AS stateKeys, live_keys AS liveKeys, digest
          FROM meta WHERE id = 1`,
       ),
       saveMeta: db.prepare(
         `UPDATE meta SET head = @head, last_ts = @lastTs, records = @records,
-           state_keys = @stateKeys, live_keys = @liveKeys WHERE id = 1`,
+           state_keys = @stateKeys, live_keys = @liveKeys, digest = @digestText WHERE id = 1`,
       ),
-      stateOf: db.prepare('SELECT seq AS offset, live FROM state WHERE key = ?'),
+      stateOf: db.prepare('SELECT seq AS offset, live, expires_at AS expiresAt FROM state WHERE key = ?'),
       valueAt: db.prepare('SELECT value FROM log WHERE seq = ?').pluck(),
       append: db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)'),
       setState: db.prepare(
-        `INSERT INTO state (key, seq, live) VALUES (?, ?, ?)
-         ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live`,
+        `INSERT INTO state (key, seq, live, expires_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live, expires_at = excluded.expires_at`,
       ),
       entry: db.prepare(
-        `SELECT s.key, l.value, s.seq AS offset, l.ts FROM state s JOIN log l ON l.seq = s.seq
+        `SELECT s.key, l.value, s.seq AS offset, l.ts, s.expires_at AS expiresAt FROM state s JOIN log l ON l.seq = s.seq
          WHERE s.key = ? AND s.live = 1`,
       ),
       list: db.prepare(LIVE_ENTRIES_SQL),
@@ -198,6 +202,12 @@ export class SqliteStore implements LogStore {
       pageCount: db.prepare('PRAGMA page_count').pluck(),
       pageSize: db.prepare('PRAGMA page_size').pluck(),
       oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
+      dueExpiries: db.prepare(
+        `SELECT key, seq AS offset FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1
+         ORDER BY expires_at LIMIT ?`,
+      ),
+      liveTerms: db.prepare('SELECT key, seq AS offset FROM state WHERE live = 1'),
+      saveDigest: db.prepare('UPDATE meta SET digest = ? WHERE id = 1'),
       // Rewrites the meta row unchanged: a commit of one page, as small as a write can be.
       probe: db.prepare('UPDATE meta SET last_ts = last_ts WHERE id = 1'),
       saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
@@ -206,9 +216,9 @@ export class SqliteStore implements LogStore {
       state: (key) => {
         // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
         const cached = this.entries.get(key);
-        if (cached) return { offset: cached.offset, live: true };
-        const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1 } | undefined;
-        return row && { offset: row.offset, live: row.live === 1 };
+        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null };
+        const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1; expiresAt: number | null } | undefined;
+        return row && { offset: row.offset, live: row.live === 1, expiresAt: row.expiresAt };
       },
       liveValue: (key, offset) => {
         const cached = this.entries.get(key);
@@ -225,11 +235,16 @@ export class SqliteStore implements LogStore {
     // The counters need no check or recount at start-up: every change to them (appends
     // and compaction steps alike) is written in the same transaction as the rows it
     // counts, so a crash at any point leaves both as of the same commit.
-    const meta = this.sql.meta.get() as Omit<Meta, 'supersededSince'>;
+    const meta = this.readMeta();
     // When superseded records are left, the oldest record's time is a safe lower bound
     // of when the first of them was superseded: the compactor may run early, never late.
     const oldest = meta.records > meta.stateKeys ? (this.sql.oldestTs.get() as number | undefined) : undefined;
     this.meta = { ...meta, supersededSince: oldest ?? null };
+    if (this.meta.digest < 0n) {
+      // A database made before the digest: worked out once from the state rows.
+      this.meta.digest = digestOf(this.sql.liveTerms.iterate() as IterableIterator<{ key: string; offset: number }>);
+      this.sql.saveDigest.run(digestHex(this.meta.digest));
+    }
     // A syncer starts with nothing known durable: the first commit or read fsyncs
     // whatever a killed predecessor left in the page cache.
     this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync, options.onFatal) : null;
@@ -264,13 +279,15 @@ export class SqliteStore implements LogStore {
       entry = (this.sql.entry.get(key) as StoredEntry | undefined) ?? null;
       if (entry) this.cache(entry);
     }
+    // Cached or not, a value past its expiry is absent until its tombstone replaces it.
+    if (entry && !liveAt({ offset: entry.offset, live: true, expiresAt: entry.expiresAt ?? null }, Date.now())) entry = null;
     // Absence may be a delete not yet on disk: only the head bounds it.
     await this.durable(entry?.offset ?? this.meta.head);
     return entry;
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    const rows = this.sql.list.iterate(liveEntriesParams(query.prefix, query.afterKey, query.limit)) as IterableIterator<StoredEntry>;
+    const rows = this.sql.list.iterate(liveEntriesParams(query.prefix, query.afterKey, query.limit, Date.now())) as IterableIterator<StoredEntry>;
     // Rows are stepped one by one (synchronously: one consistent read), so a page of
     // large values stops early instead of loading them all.
     const items: StoredEntry[] = [];
@@ -352,8 +369,14 @@ export class SqliteStore implements LogStore {
 
   /** Re-reads the meta row after another connection changed it; the store otherwise trusts its in-memory copy. */
   private reloadMeta(): void {
-    this.meta = this.sql.meta.get() as Meta;
+    this.meta = { ...this.readMeta(), supersededSince: this.meta.supersededSince };
     this.entries.clear();
+  }
+
+  /** The meta row; a digest not yet worked out reads as -1. */
+  private readMeta(): Omit<Meta, 'supersededSince'> {
+    const row = this.sql.meta.get() as Omit<Meta, 'supersededSince' | 'digest'> & { digest: string | null };
+    return { ...row, digest: row.digest === null ? -1n : BigInt(`0x${row.digest}`) };
   }
 
   /** For tests only: see test/support/store-access.ts. */
@@ -375,7 +398,7 @@ export class SqliteStore implements LogStore {
     this.meta = meta;
     for (const record of plan.records) {
       if (record.value === null) this.entries.delete(record.key);
-      else this.cache({ key: record.key, value: record.value, offset: record.offset, ts });
+      else this.cache({ key: record.key, value: record.value, offset: record.offset, ts, expiresAt: plan.state.get(record.key)!.expiresAt ?? null });
     }
     // Refusals too: a 409 tells the current offset, which must not be taken back either.
     await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
@@ -391,7 +414,7 @@ export class SqliteStore implements LogStore {
       this.sql.append.run(record.offset, record.key, record.op, record.value, ts);
       if (record.previous) this.compaction?.superseded(record.key, record.previous.offset);
     }
-    for (const [key, state] of plan.state) this.sql.setState.run(key, state.offset, state.live ? 1 : 0);
+    for (const [key, state] of plan.state) this.sql.setState.run(key, state.offset, state.live ? 1 : 0, state.expiresAt ?? null);
     const next: Meta = {
       ...meta,
       head: plan.head,
@@ -399,9 +422,10 @@ export class SqliteStore implements LogStore {
       records: meta.records + plan.records.length,
       stateKeys: meta.stateKeys + plan.newKeys,
       liveKeys: meta.liveKeys + plan.liveDelta,
+      digest: BigInt.asUintN(64, meta.digest + digestDelta(plan.records)),
       supersededSince: plan.superseded ? (meta.supersededSince ?? ts) : meta.supersededSince,
     };
-    this.sql.saveMeta.run(next);
+    this.sql.saveMeta.run({ ...next, digestText: digestHex(next.digest) });
     return next;
   }
 
@@ -412,7 +436,7 @@ export class SqliteStore implements LogStore {
   }
 
   async counters(): Promise<StoreCounters> {
-    const { head, horizon, records, stateKeys, liveKeys } = this.meta;
+    const { head, horizon, records, stateKeys, liveKeys, digest } = this.meta;
     await this.durable(head);
     return {
       head,
@@ -421,7 +445,12 @@ export class SqliteStore implements LogStore {
       liveKeys,
       tombstones: stateKeys - liveKeys,
       dbBytes: this.fileBytes(),
+      digest: digestHex(digest),
     };
+  }
+
+  async dueExpiries(now: number, limit: number): Promise<DueExpiry[]> {
+    return this.sql.dueExpiries.all(now, limit) as DueExpiry[];
   }
 
   async compactionBacklog(): Promise<CompactionBacklog> {

@@ -1,0 +1,72 @@
+// A mass expiry: 100k keys (2k with --smoke) whose TTL ends in the same second, while
+// 10 connections PUT other keys. The p99 of those PUTs while the expirer deletes the
+// keys, against the p99 of the same load with nothing expiring (target: at most 2x),
+// and how long the last tombstone takes after the expiry. STATELOG_SYNC=full.
+//   npm run bench -- --only expiry
+import { httpLoad, type LoopResult } from './closed-loop.js';
+import type { Figure } from './figure.js';
+import { httpJson, sleep, startStatelog } from './lib.js';
+
+const CONNECTIONS = 10;
+const BATCH = 1000;
+
+const liveKeys = async (url: string) => ((await httpJson('GET', `${url}/v1/stats`)).body as { liveKeys: number }).liveKeys;
+
+/** Writes `count` keys in batches, each with the TTL that ends at `expiresAt`. */
+async function fill(url: string, round: number, count: number, expiresAt: number): Promise<void> {
+  for (let i = 0; i < count; i += BATCH) {
+    const ttlMs = expiresAt - Date.now();
+    if (ttlMs < 1) throw new Error('the fill took longer than its budget');
+    const records = Array.from({ length: Math.min(BATCH, count - i) }, (_, j) => ({ key: `exp/${round}/${i + j}`, value: { i: i + j }, ttlMs }));
+    const res = await httpJson('POST', `${url}/v1/records`, { records });
+    if (res.status !== 200) throw new Error(`fill: status ${res.status}`);
+  }
+}
+
+export const expiryFigure: Figure = {
+  name: 'expiry',
+  title: 'PUT p99 while 100k keys expire in the same second',
+  async run(settings) {
+    const keys = settings.smoke ? 2_000 : 100_000;
+    // Time to write the keys before they expire: generous on a busy machine.
+    const fillBudgetMs = settings.smoke ? 10_000 : 120_000;
+    const server = await startStatelog();
+    const idle: LoopResult[] = [];
+    const expiring: LoopResult[] = [];
+    const drainMs: number[] = [];
+    const put = (w: number, i: number) => ({ method: 'PUT' as const, path: `/v1/keys/load-${w}-${i % 100}`, body: `{"value":${i}}` });
+    try {
+      await httpLoad(server.url, CONNECTIONS, settings.warmupSeconds, put);
+      for (let round = 0; round < settings.rounds; round++) {
+        idle.push(await httpLoad(server.url, CONNECTIONS, settings.seconds, put));
+        const base = await liveKeys(server.url);
+        const expiresAt = Date.now() + fillBudgetMs;
+        await fill(server.url, round, keys, expiresAt);
+        await sleep(Math.max(0, expiresAt - Date.now()));
+        // The load runs while the expirer works; the drain is timed beside it.
+        const drained = (async () => {
+          while ((await liveKeys(server.url)) > base) await sleep(50);
+          return Date.now() - expiresAt;
+        })();
+        expiring.push(await httpLoad(server.url, CONNECTIONS, settings.seconds, put));
+        drainMs.push(await drained);
+        settings.log(
+          `round ${round + 1}: PUT p99 idle ${idle[round]!.p99.toFixed(1)} ms, while ${keys} keys expire ${expiring[round]!.p99.toFixed(1)} ms; last tombstone ${drainMs[round]} ms after the expiry`,
+        );
+      }
+    } finally {
+      await server.stop();
+    }
+    return {
+      scale: `${keys} keys expiring at once, ${CONNECTIONS} connections of PUTs, ${settings.seconds} s a side, STATELOG_SYNC=full`,
+      settings: { keys, connections: CONNECTIONS, seconds: settings.seconds, rounds: settings.rounds, sync: 'full' },
+      metrics: [
+        { label: 'PUT p99 idle', unit: 'ms', values: idle.map((r) => r.p99) },
+        { label: 'PUT p99 while keys expire', unit: 'ms', values: expiring.map((r) => r.p99) },
+        { label: 'p99 while expiring / idle', unit: '×', values: expiring.map((r, i) => r.p99 / idle[i]!.p99), target: { op: '<=', value: 2 } },
+        { label: 'last tombstone after the expiry', unit: 'ms', values: drainMs },
+      ],
+      details: { idle, expiring, drainMs },
+    };
+  },
+};

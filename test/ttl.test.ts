@@ -1,0 +1,129 @@
+// Per-key TTL through the HTTP API: expiry answers 404 at once, the expirer's tombstone
+// follows through the write path, and a write without a TTL clears it.
+import { afterEach, describe, expect, it } from 'vitest';
+import { StatelogClient } from '@statelog/client';
+import { json, startApp, type TestApp } from './support/helpers.js';
+
+let t: TestApp | undefined;
+afterEach(async () => {
+  await t?.close();
+  t = undefined;
+});
+
+const put = (app: TestApp, key: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  app.http.put(`/v1/keys/${encodeURIComponent(key)}`).set({ ...json, ...headers }).send(body);
+const sleepUntil = async (ms: number) => {
+  while (Date.now() <= ms) await new Promise((resolve) => setTimeout(resolve, Math.max(1, ms - Date.now() + 1)));
+};
+
+describe('TTL', () => {
+  it('expires a key: GET says when, then 404 at once, then one tombstone in the changes', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    const written = await put(app, 'session', { value: { user: 1 }, ttlMs: 400 });
+    expect(written.status).toBe(200);
+    await put(app, 'forever', { value: 1 });
+    const read = await app.http.get('/v1/keys/session');
+    expect(read.status).toBe(200);
+    const expiresAt = read.body.expiresAt as number;
+    expect(expiresAt).toBeGreaterThan(Date.now());
+    expect(expiresAt).toBeLessThanOrEqual(Date.now() + 400);
+    expect((await app.http.get('/v1/keys/forever')).body.expiresAt).toBeUndefined();
+
+    await sleepUntil(expiresAt);
+    // No tombstone yet (the expirer is off): reads and conditions already see no value.
+    expect((await app.http.get('/v1/keys/session')).status).toBe(404);
+    expect((await app.http.get('/v1/keys')).body.items.map((item: { key: string }) => item.key)).toEqual(['forever']);
+    expect((await put(app, 'session', { value: 2 }, { 'if-match': `"${written.body.offset}"` })).status).toBe(412);
+    expect((await app.http.delete('/v1/keys/session')).status).toBe(404);
+    expect((await app.http.get('/v1/changes?after=0')).body.records).toHaveLength(2);
+
+    expect(await app.app.expirer.run()).toBe(1);
+    expect(await app.app.expirer.run()).toBe(0);
+    const changes = (await app.http.get('/v1/changes?after=0')).body.records;
+    expect(changes.map((r: { key: string; op: string }) => `${r.op} ${r.key}`)).toEqual(['set session', 'set forever', 'delete session']);
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 1, tombstones: 1 });
+  });
+
+  it('a write without a TTL clears it; a new TTL replaces it; incr clears it', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    await put(app, 'a', { value: 1, ttlMs: 200 });
+    await put(app, 'a', { value: 2 });
+    await put(app, 'b', { value: 1, ttlMs: 200 });
+    await put(app, 'b', { value: 2, ttlMs: 60_000 });
+    await app.http.post('/v1/records').set(json).send({ records: [{ key: 'c', value: 5, ttlMs: 200 }, { key: 'c', op: 'incr', by: 1 }] });
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await app.app.expirer.run()).toBe(0);
+    expect((await app.http.get('/v1/keys/a')).body).toMatchObject({ value: 2 });
+    expect((await app.http.get('/v1/keys/a')).body.expiresAt).toBeUndefined();
+    expect((await app.http.get('/v1/keys/b')).body.expiresAt).toBeGreaterThan(Date.now() + 50_000);
+    expect((await app.http.get('/v1/keys/c')).body).toMatchObject({ value: 6 });
+  });
+
+  it('an incr on an expired key counts from 0, and a set revives it with no tombstone in between', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    await app.http.post('/v1/records').set(json).send({ records: [{ key: 'n', value: 41, ttlMs: 100 }, { key: 'm', value: 1, ttlMs: 100 }] });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const incr = await app.http.post('/v1/records').set(json).send({ records: [{ key: 'n', op: 'incr', by: 1 }] });
+    expect(incr.body.records[0].value).toBe(1);
+    expect((await put(app, 'm', { value: 2 }, { 'if-none-match': '*' })).status).toBe(200);
+    // Both were written again: the expirer's conditional deletes find nothing due.
+    expect(await app.app.expirer.run()).toBe(0);
+    expect((await app.http.get('/v1/keys/m')).body.value).toBe(2);
+  });
+
+  it('batch items take ttlMs; bad values are 400', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    for (const ttlMs of [0, -1, 1.5, '10', 365 * 24 * 3600 * 1000 + 1]) {
+      const res = await put(app, 'k', { value: 1, ttlMs });
+      expect(res.status, String(ttlMs)).toBe(400);
+      expect(res.body.error.code).toBe('invalid_request');
+      const batch = await app.http.post('/v1/records').set(json).send({ records: [{ key: 'k', value: 1, ttlMs }] });
+      expect(batch.status).toBe(400);
+    }
+    for (const item of [{ key: 'k', op: 'delete', ttlMs: 5 }, { key: 'k', op: 'incr', by: 1, ttlMs: 5 }]) {
+      const res = await app.http.post('/v1/records').set(json).send({ records: [item] });
+      expect(res.status).toBe(400);
+      expect(res.body.error.message).toMatch(/ttlMs/);
+    }
+    const ok = await app.http.post('/v1/records').set(json).send({ records: [{ key: 'k', value: 1, ttlMs: 365 * 24 * 3600 * 1000 }] });
+    expect(ok.status).toBe(200);
+  });
+
+  it('the timer writes the tombstones by itself', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '50' });
+    const app = t;
+    const records = Array.from({ length: 30 }, (_, i) => ({ key: `k${i}`, value: i, ttlMs: 100 }));
+    await app.http.post('/v1/records').set(json).send({ records });
+    const deadline = Date.now() + 10_000;
+    let stats;
+    do {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      stats = (await app.http.get('/v1/stats')).body;
+    } while (stats.liveKeys > 0 && Date.now() < deadline);
+    expect(stats).toMatchObject({ liveKeys: 0, tombstones: 30, head: 60 });
+  });
+});
+
+describe('TTL through the client', () => {
+  it('put and batch take ttlMs; get gives expiresAt, then null once expired', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const client = new StatelogClient({ url: `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}` });
+    try {
+      await client.put('lease', { owner: 'w1' }, { ttlMs: 300 });
+      await client.batch([{ key: 'b', value: 1, ttlMs: 300 }]);
+      const entry = await client.get('lease');
+      expect(entry).toMatchObject({ value: { owner: 'w1' }, expiresAt: expect.any(Number) });
+      const later = await client.get('b');
+      await sleepUntil(Math.max(entry!.expiresAt!, later!.expiresAt!));
+      expect(await client.get('lease')).toBeNull();
+      expect(await client.get('b')).toBeNull();
+      expect(await t.app.expirer.run()).toBe(2);
+    } finally {
+      await client.close();
+    }
+  });
+});
