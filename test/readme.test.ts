@@ -88,7 +88,7 @@ describe('the README', () => {
       // The `statelog` command, as `npm link` installs it, run from the sources.
       const bin = join(work, 'bin');
       mkdirSync(bin);
-      writeFileSync(join(bin, 'statelog'), `#!/bin/sh\nexec "${join(ROOT, 'node_modules/.bin/tsx')}" "${join(ROOT, 'src/cli.ts')}" "$@"\n`);
+      writeFileSync(join(bin, 'statelog'), `#!/bin/sh\nexec "${join(ROOT, 'node_modules/.bin/tsx')}" --conditions=@statelog/source "${join(ROOT, 'src/cli.ts')}" "$@"\n`);
       chmodSync(join(bin, 'statelog'), 0o755);
       env = {
         PATH: `${bin}:${process.env.PATH}`,
