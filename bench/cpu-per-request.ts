@@ -1,7 +1,8 @@
 // CPU time a request, from /proc, of servers that differ by build or by environment:
 // the c = 50 PUT load on each in turn (the first side rotating), for the same rounds.
 // CPU time a request is what a code change moves even when the shared machine's other
-// jobs move the req/s; the servers' req/s and p99 are shown beside it.
+// jobs move the req/s; the servers' req/s, p99 and the PUTs a group commit carried
+// (from /metrics: larger groups cost less a request) are shown beside it.
 //   npx tsx bench/cpu-per-request.ts [--rounds 6 --seconds 3] 'name=entry[;ENV=value...]' ...
 // where entry is a compiled server (dist/server.js, or a build of a variant in .variant-x/).
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -33,6 +34,15 @@ const sides = program.args.map((arg) => {
   return { name, entry, env: Object.fromEntries(envs.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])) };
 });
 const names = sides.map((s) => s.name);
+
+/** Group commits so far, from the server's /metrics; null for a server without them (the bare route). */
+async function groupCommits(url: string): Promise<number | null> {
+  const answer = await fetch(`${url}/metrics`).catch(() => null);
+  if (!answer?.ok) return null;
+  const count = /^statelog_group_commit_duration_seconds_count (\d+)/m.exec(await answer.text());
+  return count ? Number(count[1]) : null;
+}
+
 const servers = new Map<string, Server>();
 try {
   for (const side of sides) {
@@ -41,25 +51,30 @@ try {
   }
   for (const name of names) await put(servers.get(name)!.url, 1);
   const runs = await alternate(options.rounds, names, async (name, index) => {
-    const pid = servers.get(name)!.proc.pid!;
-    const before = processSeconds(pid);
-    const result = await put(servers.get(name)!.url, options.seconds);
-    const cpuUs = ((processSeconds(pid) - before) * 1e6) / result.requests;
-    console.log(`round ${index + 1}: ${name} ${result.rps.toFixed(0)} req/s, p99 ${result.p99.toFixed(1)} ms, ${cpuUs.toFixed(1)} µs CPU a request`);
-    return { rps: result.rps, p99: result.p99, cpuUs };
+    const { url, proc } = servers.get(name)!;
+    const groupsBefore = await groupCommits(url);
+    const before = processSeconds(proc.pid!);
+    const result = await put(url, options.seconds);
+    const cpuUs = ((processSeconds(proc.pid!) - before) * 1e6) / result.requests;
+    const groupsAfter = await groupCommits(url);
+    // The scrape itself is not a PUT; the warm-up's groups are not counted either.
+    const perGroup = groupsBefore === null || groupsAfter === null ? NaN : result.requests / Math.max(1, groupsAfter - groupsBefore);
+    console.log(`round ${index + 1}: ${name} ${result.rps.toFixed(0)} req/s, p99 ${result.p99.toFixed(1)} ms, ${cpuUs.toFixed(1)} µs CPU a request, ${perGroup.toFixed(1)} PUTs a group`);
+    return { rps: result.rps, p99: result.p99, cpuUs, perGroup };
   });
-  const pick = (name: string, field: 'rps' | 'p99' | 'cpuUs') => runs[name]!.map((r) => r[field]);
+  const pick = (name: string, field: 'rps' | 'p99' | 'cpuUs' | 'perGroup') => runs[name]!.map((r) => r[field]);
   console.log('\nmedian of the rounds [min – max]:');
   const figures = [];
   for (const name of names) {
     const cpu = summary(pick(name, 'cpuUs'));
     const cpuRatio = summary(ratios(pick(name, 'cpuUs'), pick(names[0]!, 'cpuUs')));
     const rps = summary(pick(name, 'rps'));
-    figures.push({ name, cpuUs: cpu, ratioToFirst: cpuRatio, rps, p99: summary(pick(name, 'p99')) });
+    const perGroup = summary(pick(name, 'perGroup'));
+    figures.push({ name, cpuUs: cpu, ratioToFirst: cpuRatio, rps, p99: summary(pick(name, 'p99')), putsPerGroup: perGroup });
     console.log(
       `${name}: ${round(cpu.median, 1)} µs CPU a request [${round(cpu.min, 1)} – ${round(cpu.max, 1)}], ` +
         `${round(cpuRatio.median, 3)} × ${names[0]}'s [${round(cpuRatio.min, 3)} – ${round(cpuRatio.max, 3)}]; ` +
-        `${Math.round(rps.median)} req/s, p99 ${round(summary(pick(name, 'p99')).median)} ms`,
+        `${Math.round(rps.median)} req/s, p99 ${round(summary(pick(name, 'p99')).median)} ms, ${round(perGroup.median, 1)} PUTs a group`,
     );
   }
   if (options.out) {

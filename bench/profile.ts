@@ -29,10 +29,11 @@ const options = new Command('bench:profile')
   .option('--analyse <file>', 'only summarise a .cpuprofile written earlier')
   .option('--log-level <level>', 'LOG_LEVEL of the profiled server (info: the production default, an access-log line a request)', 'info')
   .option('--profile-only', 'only the CPU profile (no strace, no variants)', false)
+  .option('--entry <file>', 'the compiled server: dist/server.js, or a build of a variant (.variant-x/server.js)', 'dist/server.js')
   .parse()
-  .opts<{ seconds: number; rounds: number; connections: number; analyse?: string; logLevel: string; profileOnly: boolean }>();
+  .opts<{ seconds: number; rounds: number; connections: number; analyse?: string; logLevel: string; profileOnly: boolean; entry: string }>();
 
-const COMPILED = 'dist/server.js';
+const COMPILED = options.entry;
 if (!options.analyse && !existsSync(join(ROOT, COMPILED))) throw new Error(`${COMPILED} is missing: npm run build first`);
 
 // ---------------------------------------------------------------- 1. the CPU profile
@@ -52,8 +53,11 @@ interface CpuProfile {
 
 type Frame = ProfileNode['callFrame'];
 
-// By file name within dist/, wherever in it the file sits.
-const own = (frame: Frame, file: string) => frame.url.includes('/dist/') && frame.url.endsWith(`/${file}`);
+// A compiled statelog file: in dist/ or a variant's build (.variant-x/, .base-x/).
+const BUILD = /\/(dist|\.variant-[^/]+|\.base-[^/]+)\//;
+const ownCode = (url: string) => BUILD.test(url) && !url.includes('/node_modules/');
+// By file name within the build, wherever in it the file sits.
+const own = (frame: Frame, file: string) => ownCode(frame.url) && frame.url.endsWith(`/${file}`);
 const inPackage = (frame: Frame, name: string) => frame.url.includes(`/node_modules/${name}/`);
 
 /**
@@ -69,27 +73,27 @@ export function areaOf(frame: Frame): string | null {
   if (name === '(program)') return 'V8 and native code outside JS frames';
   if ((name === 'fdatasync' || name === 'fsync') && url === '') return 'fsync: fdatasync of the WAL, when on the event loop';
   if (own(frame, 'wal-syncer.js')) return 'fsync: fdatasync of the WAL, when on the event loop';
-  if (url.includes('/dist/store/') || inPackage(frame, 'better-sqlite3')) return "SQLite: the group's transaction and statements (WAL write included)";
+  if ((ownCode(url) && url.includes('/store/')) || inPackage(frame, 'better-sqlite3')) return "SQLite: the group's transaction and statements (WAL write included)";
   if (own(frame, 'write-batcher.js') || (own(frame, 'write-request.js') && name === 'submitWrite')) return 'group commit: queueing, the group, resolving each request';
-  if (inPackage(frame, 'secure-json-parse') || (own(frame, 'app.js') && name === 'parseJsonBody')) return 'parse and validate: JSON body';
+  if (inPackage(frame, 'secure-json-parse') || (own(frame, 'parsing.js') && name === 'parseJsonBody')) return 'parse and validate: JSON body';
   if (url.includes('fastify/lib/validation.js') || inPackage(frame, 'ajv') || (/^validate\d*$/.test(name) && url === '')) return 'parse and validate: schema (ajv)';
   if (own(frame, 'key-rules.js') || own(frame, 'preconditions.js') || (own(frame, 'write-request.js') && name === 'valueText')) return 'parse and validate: key, value, preconditions';
-  if (inPackage(frame, 'pino') || inPackage(frame, 'sonic-boom') || inPackage(frame, 'fast-redact') || (own(frame, 'app.js') && name === 'requestCompleted')) return 'access log: pino line and its write(2)';
+  if (inPackage(frame, 'pino') || inPackage(frame, 'sonic-boom') || inPackage(frame, 'fast-redact') || (own(frame, 'request-pipeline.js') && name === 'requestCompleted')) return 'access log: pino line and its write(2)';
   if (inPackage(frame, 'prom-client') || own(frame, 'metrics.js')) return 'metrics (prom-client)';
-  if (inPackage(frame, '@fastify/under-pressure')) return 'overload check (@fastify/under-pressure)';
+  if (own(frame, 'overload.js')) return 'overload check';
   if (inPackage(frame, 'find-my-way')) return 'routing (find-my-way)';
   if (inPackage(frame, 'fast-json-stringify') || url.includes('fastify/lib/reply.js') || own(frame, 'render.js') || (own(frame, 'write-request.js') && /^send/.test(name))) return 'reply: status, headers, body';
   if (/^node:(_http_outgoing|internal\/stream_base_commons|internal\/streams\/writable)/.test(url) || name === 'writev' || name === 'writeBuffer' || name === 'writeUtf8String' || name === 'writeLatin1String') return 'reply: node HTTP response and socket write';
   if (/^node:(_http_server|_http_common|_http_incoming|net|internal\/streams\/readable|stream)/.test(url)) return 'HTTP: node request parsing and socket reads';
   if (/\/node_modules\/(fastify|avvio|light-my-request|@fastify\/[^/]+)\//.test(url)) return 'routing: fastify request lifecycle and hooks';
-  if (url.includes('/dist/')) return 'statelog route handlers and hooks';
+  if (ownCode(url)) return 'statelog route handlers and hooks';
   return null;
 }
 
 const IDLE = 'idle: the event loop waiting for sockets';
 
 const frameLabel = (frame: Frame) =>
-  `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*\/(node_modules|dist)\//, '$1/').replace(/^file:\/\//, '')}:${frame.lineNumber + 1}`;
+  `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*\/(node_modules|dist|\.variant-[^/]+|\.base-[^/]+)\//, '$1/').replace(/^file:\/\//, '')}:${frame.lineNumber + 1}`;
 
 function summarise(profile: CpuProfile) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));

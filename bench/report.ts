@@ -308,13 +308,15 @@ export interface CpuVariantResults {
   seconds: number;
   rate?: number | null;
   load: { before: number[]; after: number[] };
-  sides: { name: string; cpuUs: Summary; ratioToFirst: Summary; rps: Summary; p99: Summary }[];
+  sides: { name: string; cpuUs: Summary; ratioToFirst: Summary; rps: Summary; p99: Summary; putsPerGroup?: Summary }[];
   notes?: string[];
 }
 
 /** The section on measured changes, from the newest bench/results/*-cpu-variants.json. */
 export function renderCpuVariants(v: CpuVariantResults): string {
   const first = v.sides[0]!.name;
+  // Results written before cpu-per-request read group commits have no such column.
+  const groups = v.sides.some((s) => s.putsPerGroup);
   return [
     '## Changes measured by CPU time a request',
     '',
@@ -322,11 +324,12 @@ export function renderCpuVariants(v: CpuVariantResults): string {
     `build or setting in turn, ${v.rounds} rounds of ${v.seconds} s, CPU time of the server process from /proc divided by the`,
     'requests answered. Median of the rounds, min–max in brackets; the ratio is taken round by round.',
     '',
-    `| server | CPU a request | ratio to "${first}" | req/s | p99 |`,
-    '| --- | ---: | ---: | ---: | ---: |',
+    `| server | CPU a request | ratio to "${first}" | req/s | p99 |${groups ? ' PUTs a group commit |' : ''}`,
+    `| --- | ---: | ---: | ---: | ---: |${groups ? ' ---: |' : ''}`,
     ...v.sides.map(
       (s) =>
-        `| ${s.name} | ${formatNumber(s.cpuUs.median, 1)} µs (${formatNumber(s.cpuUs.min, 1)} – ${formatNumber(s.cpuUs.max, 1)}) | ${formatNumber(s.ratioToFirst.median)} (${formatNumber(s.ratioToFirst.min)} – ${formatNumber(s.ratioToFirst.max)}) | ${formatNumber(s.rps.median)} | ${formatNumber(s.p99.median)} ms |`,
+        `| ${s.name} | ${formatNumber(s.cpuUs.median, 1)} µs (${formatNumber(s.cpuUs.min, 1)} – ${formatNumber(s.cpuUs.max, 1)}) | ${formatNumber(s.ratioToFirst.median)} (${formatNumber(s.ratioToFirst.min)} – ${formatNumber(s.ratioToFirst.max)}) | ${formatNumber(s.rps.median)} | ${formatNumber(s.p99.median)} ms |` +
+        (groups ? ` ${s.putsPerGroup && Number.isFinite(s.putsPerGroup.median) ? formatNumber(s.putsPerGroup.median, 1) : '–'} |` : ''),
     ),
     '',
     ...(v.notes ?? []).flatMap((note) => [note, '']),

@@ -71,6 +71,57 @@ class MirroredCounter {
   }
 }
 
+/** One method, route and status: its requests, and the durations of those that are timed. */
+interface RequestSeries {
+  labels: Record<RequestLabel, string>;
+  count: number;
+  /** Timed requests in each bucket (not cumulative); the last counts those above every bound. */
+  buckets: number[];
+  timed: number;
+  sumSeconds: number;
+}
+
+const REQUEST_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/**
+ * The request-duration histogram, read at scrape time from the series that observeRequest
+ * counts as plain numbers: a prom-client Histogram's observe() checks and hashes its
+ * labels again on every request. It renders as prom-client renders a Histogram (the
+ * registry formats both alike): cumulative buckets, +Inf, sum and count by series.
+ */
+class RequestDurations {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+
+  constructor(
+    registry: Registry,
+    readonly name: string,
+    readonly help: string,
+    private readonly series: () => Iterable<RequestSeries>,
+  ) {
+    // The registry takes any object with a name and get() (its types list only its own classes).
+    registry.registerMetric(this as unknown as Histogram);
+  }
+
+  get() {
+    const values = [];
+    for (const { labels, buckets, timed, sumSeconds } of this.series()) {
+      if (timed === 0) continue;
+      let cumulative = 0;
+      for (let i = 0; i < REQUEST_DURATION_BUCKETS.length; i++) {
+        cumulative += buckets[i]!;
+        values.push({ labels: { le: REQUEST_DURATION_BUCKETS[i]! }, sharedLabels: labels, value: cumulative, metricName: `${this.name}_bucket` });
+      }
+      values.push(
+        { labels: { le: '+Inf' }, sharedLabels: labels, value: timed, metricName: `${this.name}_bucket` },
+        { labels: {}, sharedLabels: labels, value: sumSeconds, metricName: `${this.name}_sum` },
+        { labels: {}, sharedLabels: labels, value: timed, metricName: `${this.name}_count` },
+      );
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+}
+
 export class Metrics {
   readonly registry = new Registry();
   /**
@@ -93,13 +144,12 @@ export class Metrics {
       for (const series of this.requestSeries.values()) this.requests.inc(series.labels, series.count);
     },
   });
-  private readonly durations = new Histogram({
-    name: 'statelog_http_request_duration_seconds',
-    help: 'Time to answer HTTP requests, by method, route pattern and status; streams, long polls that waited and snapshots are in statelog_stream_duration_seconds instead',
-    labelNames: REQUEST_LABELS,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-    registers: [this.registry],
-  });
+  private readonly durations = new RequestDurations(
+    this.registry,
+    'statelog_http_request_duration_seconds',
+    'Time to answer HTTP requests, by method, route pattern and status; streams, long polls that waited and snapshots are in statelog_stream_duration_seconds instead',
+    () => this.requestSeries.values(),
+  );
   /** How long answers stay open by design: kept apart so they do not read as slow requests. */
   private readonly streamDurations = new Histogram({
     name: 'statelog_stream_duration_seconds',
@@ -112,14 +162,11 @@ export class Metrics {
   /** Requests answered by a stream, long poll or snapshot: counted, but not timed as requests. */
   private readonly streamed = new WeakSet<object>();
   /**
-   * The request count and the duration histogram's child for each method, route and
-   * status seen. Bounded: routes are patterns and methods and statuses few (fastify
-   * refuses unknown methods before routing).
+   * The requests and their durations for each method, route and status seen. Bounded:
+   * routes are patterns and methods and statuses few (fastify refuses unknown methods
+   * before routing).
    */
-  private readonly requestSeries = new Map<
-    string,
-    { labels: Record<RequestLabel, string>; count: number; duration: Histogram.Internal<RequestLabel> }
-  >();
+  private readonly requestSeries = new Map<string, RequestSeries>();
   private readonly written = new Counter({
     name: 'statelog_records_written_total',
     help: 'Records this process appended to the log (sets and delete markers)',
@@ -200,11 +247,17 @@ export class Metrics {
     let series = this.requestSeries.get(id);
     if (!series) {
       const labels = { method, route: route ?? UNMATCHED_ROUTE, status: String(status) };
-      series = { labels, count: 0, duration: this.durations.labels(labels) };
+      series = { labels, count: 0, buckets: new Array<number>(REQUEST_DURATION_BUCKETS.length + 1).fill(0), timed: 0, sumSeconds: 0 };
       this.requestSeries.set(id, series);
     }
     series.count += 1;
-    if (!request || !this.streamed.has(request)) series.duration.observe(elapsedMs / 1000);
+    if (request && this.streamed.has(request)) return;
+    const seconds = elapsedMs / 1000;
+    let bucket = 0;
+    while (bucket < REQUEST_DURATION_BUCKETS.length && seconds > REQUEST_DURATION_BUCKETS[bucket]!) bucket++;
+    series.buckets[bucket]! += 1;
+    series.timed += 1;
+    series.sumSeconds += seconds;
   }
 
   /** Fed from the write batcher's onCommit. */

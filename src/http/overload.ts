@@ -1,8 +1,9 @@
 // Load shedding: while the event loop is saturated, new requests are answered at once
 // with 503 `unavailable` and Retry-After instead of queueing without bound behind the
-// work already accepted. @fastify/under-pressure measures the mean event-loop delay
-// every sample interval; its answer is replaced by the contract's error body.
-import underPressure from '@fastify/under-pressure';
+// work already accepted. The mean event-loop delay is measured every sample interval;
+// the request pipeline's one onRequest hook asks the result, so a request pays a flag's
+// read, not a hook of its own.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { ApiError } from '../contract/errors.js';
@@ -14,21 +15,38 @@ import { ApiError } from '../contract/errors.js';
  */
 const EXEMPT_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/metrics']);
 
+/** The delay histogram's timer resolution: its own lateness, taken off the mean. */
+const RESOLUTION_MS = 10;
+
 export function overloadRetryAfterSeconds(config: Config): number {
   // The load is measured again after one sample interval: retrying sooner is pointless.
   return Math.max(1, Math.ceil(config.loadSampleIntervalMs / 1000));
 }
 
-export async function registerOverload(app: FastifyInstance, config: Config): Promise<void> {
-  if (config.maxEventLoopDelayMs === 0) return;
+/** The refusal of a request while the loop is saturated, or null; null when shedding is off. */
+export type OverloadCheck = (req: FastifyRequest) => ApiError | null;
+
+export function overloadCheck(app: FastifyInstance, config: Config): OverloadCheck | null {
+  if (config.maxEventLoopDelayMs === 0) return null;
   const retryAfter = String(overloadRetryAfterSeconds(config));
-  await app.register(underPressure, {
-    maxEventLoopDelay: config.maxEventLoopDelayMs,
-    sampleInterval: config.loadSampleIntervalMs,
-    // A rejected promise goes to the error handler, which writes the contract's body.
-    pressureHandler: async (req: FastifyRequest) => {
-      if (req.routeOptions.url !== undefined && EXEMPT_ROUTES.has(req.routeOptions.url)) return;
-      throw new ApiError('unavailable', 'the server is overloaded; retry later', {}, { 'retry-after': retryAfter });
+  const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+  histogram.enable();
+  let saturated = false;
+  const sampler = setInterval(
+    () => {
+      // No sample at all in an interval (a NaN mean): the loop was blocked throughout.
+      const delayMs = histogram.mean / 1e6 - RESOLUTION_MS;
+      saturated = Number.isNaN(delayMs) || delayMs > config.maxEventLoopDelayMs;
+      histogram.reset();
     },
+    Math.max(RESOLUTION_MS, config.loadSampleIntervalMs),
+  ).unref();
+  app.addHook('onClose', async () => {
+    clearInterval(sampler);
+    histogram.disable();
   });
+  return (req) => {
+    if (!saturated || EXEMPT_ROUTES.has(req.routeOptions.url ?? '')) return null;
+    return new ApiError('unavailable', 'the server is overloaded; retry later', {}, { 'retry-after': retryAfter });
+  };
 }

@@ -54,6 +54,9 @@ export const parsing = fp(async (app: FastifyInstance, { services }: { services:
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
   app.addHook('preParsing', (req, _reply, payload, done) => {
+    // Most bodies are not encoded: the route's limit (a new routeOptions object at each
+    // read) is only looked up for those that are.
+    if (req.headers['content-encoding'] === undefined) return done(null, payload);
     try {
       done(null, decodedBody(req, payload, req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!));
     } catch (err) {

@@ -7,10 +7,11 @@ import cors from '@fastify/cors';
 import fp from 'fastify-plugin';
 import { ApiError } from '../contract/errors.js';
 import type { Config } from '../config.js';
+import type { Metrics } from '../metrics.js';
 import type { AppServices } from '../services.js';
 import { Authenticator } from './auth.js';
 import { errorHandler } from './error-handler.js';
-import { registerOverload } from './overload.js';
+import { overloadCheck } from './overload.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -26,14 +27,25 @@ export function requestId(req: IncomingMessage): string {
  */
 const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
 
-/** One access-log line per request, when it completes, instead of fastify's two. */
+/**
+ * What is kept of each request when it completes: its count and time in the metrics, and
+ * one access-log line instead of fastify's two. Fastify calls it for every answered
+ * request, so no onResponse hook is needed for either.
+ */
 export class AccessLog extends LogController {
+  /** Where requests are counted: set once the services are open (the request pipeline). */
+  metrics: Metrics | null = null;
+
   override incomingRequest(): void {}
 
   override requestCompleted(err: Error | null, req: FastifyRequest, reply: FastifyReply): void {
-    const line = { method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime };
+    // routeOptions builds a new object at each read: read once.
+    const route = req.routeOptions.url;
+    const ms = reply.elapsedTime;
+    this.metrics?.observeRequest(req.method, route, reply.statusCode, ms, req.raw);
+    const line = { method: req.method, url: req.url, status: reply.statusCode, ms };
     if (err) reply.log.error({ ...line, err }, 'request failed');
-    else if (reply.statusCode < 400 && POLLED_ROUTES.has(req.routeOptions.url ?? '')) reply.log.debug(line, 'request');
+    else if (reply.statusCode < 400 && POLLED_ROUTES.has(route ?? '')) reply.log.debug(line, 'request');
     else reply.log.info(line, 'request');
   }
 }
@@ -50,10 +62,8 @@ export function authenticator(config: Config): Authenticator | null {
 export function frameworkErrors(auth: Authenticator | null, accessLog: AccessLog): NonNullable<FastifyServerOptions['frameworkErrors']> {
   return (err, req, reply) => {
     reply.header('x-request-id', req.id);
-    reply.raw.once('finish', () => {
-      req.server.services.metrics.observeRequest(req.method, undefined, reply.statusCode, 0);
-      accessLog.requestCompleted(null, req, reply);
-    });
+    // No route and no start time here: counted under the unmatched route, in 0 ms.
+    reply.raw.once('finish', () => accessLog.requestCompleted(null, req, reply));
     const refused = auth?.check(req);
     if (refused) return errorHandler(refused, req, reply);
     const code = req.url.startsWith('/v1/keys/') ? 'invalid_key' : 'invalid_request';
@@ -78,22 +88,49 @@ export const CORS_HEADERS = {
 export interface RequestPipelineOptions {
   services: AppServices;
   auth: Authenticator | null;
+  accessLog: AccessLog;
 }
 
-/** The hooks, at the root so that they apply to every route (fastify-plugin). */
-export const requestPipeline = fp(async (app: FastifyInstance, { services, auth }: RequestPipelineOptions) => {
-  const { lifecycle, metrics, config } = services;
-  // Callbacks, not async functions: these hooks run on every request.
-  app.addHook('onRequest', (req, _reply, done) => {
-    // Liveness holds while the process runs, shutdown included.
-    if (lifecycle.closing && req.routeOptions.url !== '/healthz') {
-      return done(new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' }));
+/** A check every request passes: its refusal, or null. */
+type Check = (req: FastifyRequest) => ApiError | null;
+
+/**
+ * One onRequest hook (a callback: these run on every request) that sets the request id
+ * on the answer when asked to, then runs `checks` in order; the first refusal answers.
+ */
+function checksHook(checks: Check[], setsRequestId: boolean) {
+  return (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void => {
+    if (setsRequestId) reply.header('x-request-id', req.id);
+    for (const check of checks) {
+      const refused = check(req);
+      if (refused) return done(refused);
     }
     done();
-  });
-  // Before auth: a preflight carries no token and is answered here, and every answer,
-  // a refusal included, carries the CORS headers the page needs to read it.
+  };
+}
+
+/**
+ * The hooks, at the root so that they apply to every route (fastify-plugin). The checks
+ * share one onRequest hook unless CORS must run between them: each hook is one more
+ * pass through fastify's hook runner on every request.
+ */
+export const requestPipeline = fp(async (app: FastifyInstance, { services, auth, accessLog }: RequestPipelineOptions) => {
+  const { lifecycle, metrics, config } = services;
+  accessLog.metrics = metrics;
+  // Liveness holds while the process runs, shutdown included.
+  const closing: Check = (req) =>
+    lifecycle.closing && req.routeOptions.url !== '/healthz'
+      ? new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' })
+      : null;
+  const overloaded = overloadCheck(app, config);
+  // Also runs for paths that match no route, so an unknown /v1 path is refused with
+  // 401 or 403 before anyone learns that it does not exist.
+  const afterCors = [overloaded, auth && ((req: FastifyRequest) => auth.check(req))].filter((check): check is Check => !!check);
   if (config.corsOrigins) {
+    // Before CORS, the request id: a preflight is answered by the CORS hook itself.
+    app.addHook('onRequest', checksHook([closing], true));
+    // Before auth: a preflight carries no token and is answered here, and every answer,
+    // a refusal included, carries the CORS headers the page needs to read it.
     await app.register(cors, {
       origin: config.corsOrigins[0] === '*' ? '*' : config.corsOrigins,
       methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
@@ -101,19 +138,11 @@ export const requestPipeline = fp(async (app: FastifyInstance, { services, auth 
       exposedHeaders: CORS_HEADERS.exposed,
       maxAge: 600,
     });
+    if (afterCors.length > 0) app.addHook('onRequest', checksHook(afterCors, false));
+  } else {
+    app.addHook('onRequest', checksHook([closing, ...afterCors], true));
   }
-  await registerOverload(app, config);
-  // Also runs for paths that match no route, so an unknown /v1 path is refused with
-  // 401 or 403 before anyone learns that it does not exist.
-  if (auth) {
-    app.addHook('onRequest', (req, _reply, done) => done(auth.check(req) ?? undefined));
-  }
-  app.addHook('onResponse', (req, reply, done) => {
-    metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime, req.raw);
-    done();
-  });
-  app.addHook('onSend', (req, reply, payload, done) => {
-    reply.header('x-request-id', req.id);
+  app.addHook('onSend', (_req, reply, payload, done) => {
     // Idle connections are closed when shutdown starts; one whose request was in
     // flight then must not be kept alive after its answer, or close() waits for it.
     if (lifecycle.closing) reply.header('connection', 'close');
