@@ -67,6 +67,8 @@ export function isStoreFull(err: unknown): boolean {
  */
 export class WriteRoom {
   private failure: Error | null = null;
+  /** The probe running, shared by readiness checks that arrive meanwhile (each would write). */
+  private probing: Promise<void> | null = null;
 
   /** A write failed: remembered when it was for want of space. */
   failed(err: unknown): void {
@@ -82,9 +84,14 @@ export class WriteRoom {
    * For readiness: resolves when no write failed for want of space, or when `probe` (a
    * write of the store's own, given the failure to throw) now commits; throws otherwise.
    */
-  async check(probe: (failure: Error) => unknown): Promise<void> {
+  check(probe: (failure: Error) => unknown): Promise<void> {
     const failure = this.failure;
-    if (!failure) return;
+    if (!failure) return Promise.resolve();
+    this.probing ??= this.runProbe(probe, failure).finally(() => (this.probing = null));
+    return this.probing;
+  }
+
+  private async runProbe(probe: (failure: Error) => unknown, failure: Error): Promise<void> {
     try {
       await probe(failure);
     } catch (err) {
