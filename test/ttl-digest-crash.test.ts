@@ -23,7 +23,7 @@ describe('TTL and digest across kill -9', () => {
   it('deletes every pending expiry once after a restart, and keeps the digest right', async () => {
     let server = await servers.start();
     // Far enough ahead that none expires before the kill on a busy machine.
-    const records = Array.from({ length: 40 }, (_, i) => ({ key: `t${i}`, value: i, ttlMs: 15_000 }));
+    const records = Array.from({ length: 40 }, (_, i) => ({ key: `t${i}`, value: i, ttlMs: 30_000 }));
     expect((await post(server.url, records)).status).toBe(200);
     expect((await post(server.url, [{ key: 'keep', value: 'x' }, { key: 't0', value: 'rewritten' }])).status).toBe(200);
     const before = await stateDigest(server.url);
@@ -35,7 +35,7 @@ describe('TTL and digest across kill -9', () => {
     expect(again.stats).toMatchObject({ digest: before.stats.digest, head: before.stats.head });
     await vi.waitFor(
       async () => expect(((await (await fetch(`${server.url}/v1/stats`)).json()) as { liveKeys: number }).liveKeys).toBe(2),
-      { timeout: 40_000, interval: 100 },
+      { timeout: 60_000, interval: 100 },
     );
     const changes = (await (await fetch(`${server.url}/v1/changes?after=0&limit=1000`)).json()) as { records: { key: string; op: string }[] };
     const deletes = changes.records.filter((r) => r.op === 'delete').map((r) => r.key).sort();
@@ -43,5 +43,5 @@ describe('TTL and digest across kill -9', () => {
     const after = await stateDigest(server.url);
     expect(after.stats.digest).toBe(after.computed);
     expect(after.stats.digestOffset).toBe(after.stats.head);
-  }, 60_000);
+  }, 120_000);
 });

@@ -2,7 +2,9 @@
 // for tests of what only a process shows: start-up, logs, signals, exit codes, crashes.
 // The launcher is harness/server-process.ts, shared with the benchmarks; these are its
 // test defaults: a clean environment, quiet and quick.
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import {
   launchServer,
@@ -12,7 +14,6 @@ import {
   type ListeningServer as Listening,
   type ServerProcess,
 } from '../../harness/server-process.js';
-import { tempDir } from './helpers.js';
 import { testStore, type TestStore } from './store-access.js';
 
 export type { Exit };
@@ -100,7 +101,7 @@ export function childServers(settings: Record<string, string> = {}): ChildServer
   });
   const fixture: ChildServers = {
     get dir() {
-      dir ??= tempDir();
+      dir ??= mkdtempSync(join(tmpdir(), 'statelog-test-'));
       return dir;
     },
     async database() {
