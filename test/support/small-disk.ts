@@ -26,8 +26,8 @@ export function smallDisk(size: string, owner?: { uid: number; gid: number }): S
   try {
     execFileSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir], { stdio: 'ignore' });
     mounted = true;
-  } catch {
-    // not root: `mounted` says so
+  } catch (err) {
+    console.log(`skipped: cannot mount a size-limited tmpfs (needs root or CAP_SYS_ADMIN): ${(err as Error).message.split('\n')[0]}`);
   }
   const filler = join(dir, 'filler');
   return {
