@@ -24,11 +24,9 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
   try {
     // A failed step closes what the steps before it opened; its message names the step.
     app = await buildApp(config, {
-      // The log line is written by the app; a restart recovers from the WAL on disk.
-      onFatal: (err) => {
-        process.stderr.write(`statelog: stopping: ${err.message}; nothing more can be acknowledged as durable\n`);
-        process.exit(1);
-      },
+      // A failed fsync: the app has logged its one line (at fatal, with the error). Exit at
+      // once, before any write it covered is answered; a restart recovers from the WAL on disk.
+      onFatal: () => process.exit(1),
     });
   } catch (err) {
     fail(message(err));

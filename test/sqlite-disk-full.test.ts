@@ -4,40 +4,20 @@
 // /readyz is 503 while they fail; the server recovers by itself once space returns; a
 // kill -9 while writers hit the full disk loses nothing that was acknowledged.
 // Mounting needs root (or CAP_SYS_ADMIN): elsewhere the file is skipped.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnServer, type UrlServer } from './support/child-server.js';
+import { smallDisk } from './support/small-disk.js';
 
-function mountTmpfs(dir: string, size: string): boolean {
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const dir = mkdtempSync(join(tmpdir(), 'statelog-full-'));
-const mounted = mountTmpfs(dir, '32m');
+const disk = smallDisk('32m');
+const { dir, mounted } = disk;
 const dbPath = join(dir, 'full.db');
-const filler = join(dir, 'filler');
 const servers: UrlServer[] = [];
 
 afterAll(() => {
   for (const server of servers) server.proc.kill('SIGKILL');
-  if (mounted) execFileSync('umount', ['-l', dir]);
-  rmSync(dir, { recursive: true, force: true });
+  disk.remove();
 });
-
-/** Takes all but `leave` bytes of the file system. */
-function fill(leave: number): void {
-  rmSync(filler, { force: true });
-  const { bavail, bsize } = statfsSync(dir);
-  writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - leave)));
-}
 
 const VALUE = 'v'.repeat(16 * 1024);
 
@@ -62,7 +42,7 @@ describe.runIf(mounted)('a full disk (tmpfs with a size limit)', () => {
   });
 
   it('answers writes 503 with Retry-After and /readyz 503 while writes fail, and recovers by itself', async () => {
-    fill(1024 * 1024);
+    disk.fill(1024 * 1024);
     let refused: Response | undefined;
     for (let i = 0; i < 400 && !refused; i++) {
       const res = await put(server, `fill-${i}`);
@@ -83,13 +63,13 @@ describe.runIf(mounted)('a full disk (tmpfs with a size limit)', () => {
     expect(lines.some((line) => line.msg === 'the database has no room to write' && line.level === 40)).toBe(true);
     expect(lines.some((line) => line.level === 50)).toBe(false);
 
-    rmSync(filler);
+    disk.free();
     await expect.poll(async () => (await fetch(`${server.url}/readyz`)).status, { timeout: 5000 }).toBe(200);
     expect((await put(server, 'after')).status).toBe(200);
   });
 
   it('loses nothing acknowledged when killed -9 while writers hit the full disk', async () => {
-    fill(2 * 1024 * 1024);
+    disk.fill(2 * 1024 * 1024);
     const acked: string[] = [];
     let refusals = 0;
     let stop = false;
@@ -115,7 +95,7 @@ describe.runIf(mounted)('a full disk (tmpfs with a size limit)', () => {
     await server.exited;
     expect(acked.length).toBeGreaterThan(0);
 
-    rmSync(filler);
+    disk.free();
     server = await start();
     for (const key of acked) {
       const res = await fetch(`${server.url}/v1/keys/${key}`);

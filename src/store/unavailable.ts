@@ -60,6 +60,49 @@ export function isStoreFull(err: unknown): boolean {
 }
 
 /**
+ * Whether writes fail for want of space, as both stores follow it: a write that fails
+ * so is remembered, and readiness fails until a write commits again, one of the
+ * clients' or the store's own probe, which readiness runs while the failure stands.
+ * Nothing is reset by a timer: the node is ready again once space has returned.
+ */
+export class WriteRoom {
+  private failure: Error | null = null;
+  /** The probe running, shared by readiness checks that arrive meanwhile (each would write). */
+  private probing: Promise<void> | null = null;
+
+  /** A write failed: remembered when it was for want of space. */
+  failed(err: unknown): void {
+    if (isStoreFull(err)) this.failure = err as Error;
+  }
+
+  /** A write committed: there is room again. */
+  committed(): void {
+    this.failure = null;
+  }
+
+  /**
+   * For readiness: resolves when no write failed for want of space, or when `probe` (a
+   * write of the store's own, given the failure to throw) now commits; throws otherwise.
+   */
+  check(probe: (failure: Error) => unknown): Promise<void> {
+    const failure = this.failure;
+    if (!failure) return Promise.resolve();
+    this.probing ??= this.runProbe(probe, failure).finally(() => (this.probing = null));
+    return this.probing;
+  }
+
+  private async runProbe(probe: (failure: Error) => unknown, failure: Error): Promise<void> {
+    try {
+      await probe(failure);
+    } catch (err) {
+      this.failed(err);
+      throw err;
+    }
+    this.committed();
+  }
+}
+
+/**
  * A corrupt database: SQLite's SQLITE_CORRUPT (and its extended codes) and
  * SQLITE_NOTADB, PostgreSQL's data_corrupted and index_corrupted. Never a passing
  * outage: answered 500, and the node stays unready until an operator repairs the file.

@@ -2,6 +2,10 @@
 // for tests of what only a process shows: start-up, logs, signals, exit codes, crashes.
 // The launcher is harness/server-process.ts, shared with the benchmarks; these are its
 // test defaults: a clean environment, quiet and quick.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach } from 'vitest';
 import {
   launchServer,
   LISTENING_LINE,
@@ -10,6 +14,7 @@ import {
   type ListeningServer as Listening,
   type ServerProcess,
 } from '../../harness/server-process.js';
+import { testStore, type TestStore } from './store-access.js';
 
 export type { Exit };
 export type ChildServer = ServerProcess;
@@ -66,4 +71,54 @@ export async function startChildServer(env: Record<string, string>, timeoutMs = 
     exited,
     kill: (signal) => server.stop(signal).then((exit) => exit.code),
   };
+}
+
+export interface ChildServers {
+  /** The test's database of the store under test (made on first use) and the folder of its files. */
+  database(): Promise<TestStore>;
+  readonly dir: string;
+  /** A server on the test's database, with STATELOG_SYNC=full, the fixture's settings, then `env`. */
+  start(env?: Record<string, string>): Promise<UrlServer>;
+  /** SIGKILL, as a crash: resolves once the process is gone. */
+  kill(server: UrlServer): Promise<void>;
+}
+
+/**
+ * Servers in child processes on one database per test, for tests that kill them and
+ * restart on the same database: after each test its servers are SIGKILLed, its database
+ * dropped and its folder removed. Call at the file's top level.
+ */
+export function childServers(settings: Record<string, string> = {}): ChildServers {
+  let dir: string | undefined;
+  let database: TestStore | undefined;
+  const servers: UrlServer[] = [];
+  afterEach(async () => {
+    for (const server of servers.splice(0)) server.proc.kill('SIGKILL');
+    await database?.drop();
+    database = undefined;
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    dir = undefined;
+  });
+  const fixture: ChildServers = {
+    get dir() {
+      dir ??= mkdtempSync(join(tmpdir(), 'statelog-test-'));
+      return dir;
+    },
+    async database() {
+      database ??= await testStore(fixture.dir);
+      return database;
+    },
+    async start(env = {}) {
+      // A start-up may take long on a machine busy with other test files.
+      const server = await startServer({ ...(await fixture.database()).env, STATELOG_SYNC: 'full', ...settings, ...env }, 60_000);
+      servers.push(server);
+      return server;
+    },
+    async kill(server) {
+      server.proc.kill('SIGKILL');
+      const exit = await server.exited;
+      if (exit.signal !== 'SIGKILL') throw new Error(`the server exited by itself (${exit.code}) before the kill:\n${server.stderr()}`);
+    },
+  };
+  return fixture;
 }

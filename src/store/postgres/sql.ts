@@ -157,6 +157,17 @@ export const PURGE_SQL = `
   )
   DELETE FROM idempotency i USING doomed WHERE i.key = doomed.key`;
 
+/**
+ * Readiness after a write found no room: rows that fill about a mebibyte of new log
+ * pages, below the size at which PostgreSQL would compress them, in a transaction
+ * that is then rolled back. It fails with disk_full (53100) while the log's files
+ * cannot grow; the pages it added hold only dead rows, which vacuum gives to later writes.
+ */
+export const PROBE_ROWS = 512;
+export const PROBE_SQL = `
+  INSERT INTO log (seq, key, op, value, ts)
+  SELECT -n, '', 'set', repeat('0', 1900), 0 FROM generate_series(1, $1::int) n`;
+
 /** Builds a statement's parameter list as it is written: each call returns `$n`. */
 export class Params {
   readonly values: unknown[] = [];

@@ -17,6 +17,7 @@ import pg from 'pg';
 import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
 import { STORE_INTERNALS } from '../internals.js';
+import { WriteRoom } from '../unavailable.js';
 import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import type {
   ChangesPage,
@@ -53,6 +54,8 @@ import {
   KEY_HISTORY_SQL,
   LIST_SQL,
   Params,
+  PROBE_ROWS,
+  PROBE_SQL,
   PURGE_SQL,
   pgTypes,
   prefixUpperBound,
@@ -103,6 +106,8 @@ export class PgStore implements LogStore {
   private readonly passes = new Set<PgCompactionPass>();
   private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
   private closed = false;
+  /** Whether the last write failed for want of space (disk_full): readiness fails until one can commit. */
+  private readonly room = new WriteRoom();
   /** Tags this node's notifications, so that it does not take its own commits for news. */
   private readonly node = randomUUID();
   /** Connection settings with no statement timeout (the migrations', LISTEN's). */
@@ -308,6 +313,18 @@ export class PgStore implements LogStore {
    * start.
    */
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    let results: WriteResult[];
+    try {
+      results = await this.commitGroup(requests, now);
+    } catch (err) {
+      this.room.failed(err);
+      throw err;
+    }
+    this.room.committed();
+    return results;
+  }
+
+  private async commitGroup(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
     if (!requests.some((request) => request.idempotency) && !conditionsOnOwnOffsets(requests)) {
       const results = await this.commitPlanned(requests, now);
       if (results) return results;
@@ -388,6 +405,20 @@ export class PgStore implements LogStore {
 
   async ping(): Promise<void> {
     await this.pool.query('SELECT 1');
+    await this.room.check(() => this.probeWrite());
+  }
+
+  /** A write that needs new pages of the log, rolled back (PROBE_SQL). */
+  private async probeWrite(): Promise<void> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      await client.query(PROBE_SQL, [PROBE_ROWS]);
+    } finally {
+      await client.query('ROLLBACK').catch((err: Error) => (broken = err));
+      client.release(broken);
+    }
   }
 
   async purgeIdempotency(now: number): Promise<number> {

@@ -14,7 +14,7 @@ import { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
-import { isStoreFull } from '../unavailable.js';
+import { WriteRoom } from '../unavailable.js';
 import { digestHex, digestOf } from '../../contract/digest.js';
 import { digestDelta, liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import {
@@ -137,8 +137,8 @@ export class SqliteStore implements LogStore {
   });
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
   private readonly snapshots = new Set<SqliteSnapshot>();
-  /** The last write failed for want of space (SQLITE_FULL): readiness fails until one can commit. */
-  private noRoom: Error | null = null;
+  /** Whether the last write failed for want of space (SQLITE_FULL): readiness fails until one can commit. */
+  private readonly room = new WriteRoom();
   /** This process's hold on the file (none for :memory:). */
   private readonly lock: ProcessLock | null = null;
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
@@ -390,10 +390,10 @@ export class SqliteStore implements LogStore {
     try {
       written = this.writeGroup(requests, ts, now);
     } catch (err) {
-      if (isStoreFull(err)) this.noRoom = err as Error;
+      this.room.failed(err);
       throw err;
     }
-    this.noRoom = null;
+    this.room.committed();
     const { plan, meta } = written;
     this.meta = meta;
     for (const record of plan.records) {
@@ -516,7 +516,7 @@ export class SqliteStore implements LogStore {
   async ping(): Promise<void> {
     this.syncer?.check();
     this.sql.pageSize.get();
-    if (this.noRoom) this.probeWrite(this.noRoom);
+    await this.room.check((failure) => this.probeWrite(failure));
   }
 
   /**
@@ -528,7 +528,6 @@ export class SqliteStore implements LogStore {
     const { bavail, bsize } = statfsSync(dirname(this.path));
     if (bavail * bsize < MIN_FREE_BYTES) throw failure;
     this.sql.probe.run();
-    this.noRoom = null;
   }
 
   async purgeIdempotency(now: number): Promise<number> {
