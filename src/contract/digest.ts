@@ -3,10 +3,25 @@
 // first 8 bytes, as a big-endian unsigned integer, of SHA-256 of "<offset>:<key>" in
 // UTF-8. The offset names the value, so the value's text need not be hashed; a sum can
 // be updated by each write (+ the new record's term, - the superseded one's).
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
+
+/** A term as its two 32-bit halves, so the write path adds terms without BigInt. */
+export interface Term {
+  hi: number;
+  lo: number;
+}
+
+const TWO_32 = 2 ** 32;
+
+export function termOf(key: string, offset: number): Term {
+  // One-shot hash: no Hash object a term (a third of createHash's cost).
+  const bytes = hash('sha256', `${offset}:${key}`, 'buffer');
+  return { hi: bytes.readUInt32BE(0), lo: bytes.readUInt32BE(4) };
+}
 
 export function digestTerm(key: string, offset: number): bigint {
-  return createHash('sha256').update(`${offset}:${key}`, 'utf8').digest().readBigUInt64BE(0);
+  const { hi, lo } = termOf(key, offset);
+  return (BigInt(hi) << 32n) | BigInt(lo);
 }
 
 /** The digest as sent: 16 lowercase hex digits. */
@@ -19,4 +34,41 @@ export function digestOf(entries: Iterable<{ key: string; offset: number }>): bi
   let sum = 0n;
   for (const entry of entries) sum += digestTerm(entry.key, entry.offset);
   return BigInt.asUintN(64, sum);
+}
+
+/**
+ * A digest mod 2^64 in two 32-bit halves, changed in place term by term: each step
+ * carries or borrows at once, so both halves stay exact doubles.
+ */
+export class DigestSum {
+  constructor(
+    private hi = 0,
+    private lo = 0,
+  ) {}
+
+  static fromHex(hex: string): DigestSum {
+    return new DigestSum(Number.parseInt(hex.slice(0, 8), 16), Number.parseInt(hex.slice(8, 16), 16));
+  }
+
+  copy(): DigestSum {
+    return new DigestSum(this.hi, this.lo);
+  }
+
+  add(term: Term): void {
+    const lo = this.lo + term.lo;
+    const carry = lo >= TWO_32 ? 1 : 0;
+    this.lo = lo - carry * TWO_32;
+    this.hi = (this.hi + term.hi + carry) >>> 0;
+  }
+
+  subtract(term: Term): void {
+    const lo = this.lo - term.lo;
+    const borrow = lo < 0 ? 1 : 0;
+    this.lo = lo + borrow * TWO_32;
+    this.hi = (this.hi - term.hi - borrow) >>> 0;
+  }
+
+  hex(): string {
+    return this.hi.toString(16).padStart(8, '0') + this.lo.toString(16).padStart(8, '0');
+  }
 }
