@@ -80,8 +80,8 @@ export interface WritePlan {
   head: number;
   /** Records to append, in offset order. */
   records: PlannedRecord[];
-  /** The final state row of every key the group wrote. */
-  state: Map<string, KeyState>;
+  /** The final state row of every key the group wrote, with its live value's text (null: none). */
+  state: Map<string, Written>;
   /** Answers to remember, by idempotency key. */
   remember: Map<string, RememberedAnswer>;
   /** Keys that got a state row. */
@@ -93,7 +93,7 @@ export interface WritePlan {
 }
 
 /** A key as the group's accepted records left it; `value` is the live value's text. */
-interface Written extends KeyState {
+export interface Written extends KeyState {
   value: string | null;
 }
 
