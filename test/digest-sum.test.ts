@@ -1,6 +1,7 @@
 // DigestSum, the write path's digest in two 32-bit halves, against the BigInt definition
 // (digestTerm, digestOf): every carry and borrow of random adds and subtracts, and the
 // extreme terms that carry across both halves.
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DigestSum, digestHex, digestTerm, termOf, type Term } from '../src/contract/digest.js';
@@ -35,6 +36,17 @@ describe('DigestSum', () => {
     expect(sum.hex()).toBe('0000000000000000');
     sum.subtract({ hi: 0, lo: 1 });
     expect(sum.hex()).toBe('ffffffffffffffff');
+  });
+
+  it('hashes short ASCII texts in JavaScript exactly as node:crypto does, and longer or other texts too', () => {
+    const reference = (key: string, offset: number) => createHash('sha256').update(`${offset}:${key}`, 'utf8').digest().readBigUInt64BE(0);
+    const key = fc.oneof(fc.string({ maxLength: 70 }), fc.string({ unit: 'grapheme', maxLength: 30 }), fc.constantFrom('', 'é', 'k'.repeat(53), 'k'.repeat(54), 'k'.repeat(38)));
+    fc.assert(
+      fc.property(key, fc.oneof(fc.nat(), fc.constant(Number.MAX_SAFE_INTEGER)), (k, offset) => {
+        expect(digestTerm(k, offset)).toBe(reference(k, offset));
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('takes the terms of the definition, and a copy does not move with its original', () => {
