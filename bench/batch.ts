@@ -11,16 +11,20 @@ const BATCH = 100;
 /** Bodies made before the load (bench/load.ts sends pre-built requests). */
 const BODIES = 256;
 
+/** Pre-built POST /v1/records requests of `size` sets each, to random keys of PUT_KEYS. */
+export function batchRequests(size = BATCH): HttpRequest[] {
+  return Array.from({ length: BODIES }, () => {
+    const records = Array.from({ length: size }, () => `{"key":"${randomKey()}","value":${randomValue()}}`);
+    return { method: 'POST', path: '/v1/records', body: `{"records":[${records.join(',')}]}` };
+  });
+}
+
 export const batchFigure: Figure = {
   name: 'batch',
   title: `POST /v1/records, batches of ${BATCH}, c = 50`,
   async run(settings) {
     const connections = 50;
-    const bodies = Array.from({ length: BODIES }, () => {
-      const records = Array.from({ length: BATCH }, () => `{"key":"${randomKey()}","value":${randomValue()}}`);
-      return `{"records":[${records.join(',')}]}`;
-    });
-    const requests = bodies.map((body): HttpRequest => ({ method: 'POST', path: '/v1/records', body }));
+    const requests = batchRequests();
     const server = await startStatelog();
     const runs = [];
     try {

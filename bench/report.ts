@@ -1,6 +1,6 @@
 // Renders a results file of bench/run.ts as docs/BENCHMARKS.md and docs/bench-chart.svg.
 //   npx tsx bench/report.ts bench/results/<date>.json     (re-render without measuring)
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { FigureResult, Metric, SystemResult, Target } from './figure.js';
 import { isMain, median, ROOT, type Summary } from './lib.js';
@@ -375,6 +375,11 @@ function newest<T>(pattern: RegExp): T | null {
   return file ? (JSON.parse(readFileSync(join(dir, file), 'utf8')) as T) : null;
 }
 
+/** Sections of a page written by hand, each between `<!-- kept -->` and `<!-- /kept -->`: a re-render keeps them. */
+export function keptSections(page: string): string {
+  return (page.match(/<!-- kept -->\n[\s\S]*?<!-- \/kept -->\n/g) ?? []).map((block) => `\n${block}`).join('');
+}
+
 /** Writes docs/BENCHMARKS.md and, when the results hold the peers figure, docs/bench-chart.svg. */
 export function writeDocs(results: Results): string[] {
   const peers = results.figures.find((f) => f.systems && !f.error);
@@ -388,10 +393,12 @@ export function writeDocs(results: Results): string[] {
   const profile = newest<ProfileResults>(/^(profile-.*|\d{4}-\d{2}-\d{2}-profile)\.json$/);
   const variants = newest<CpuVariantResults>(/-cpu-variants\.json$/);
   const callgrind = newest<CallgrindResults>(/-callgrind\.json$/);
+  const kept = existsSync(page) ? keptSections(readFileSync(page, 'utf8')) : '';
   writeFileSync(
     page,
     renderMarkdown(results, peers ? 'bench-chart.svg' : null) +
       (profile ? `\n${renderProfile(profile)}` : '') +
+      kept +
       (variants ? `\n${renderCpuVariants(variants)}` : '') +
       (callgrind ? `\n${renderCallgrind(callgrind)}` : ''),
   );

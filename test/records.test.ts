@@ -84,6 +84,23 @@ describe('POST /v1/records', () => {
     expect(await head()).toBe(1000);
   });
 
+  it('logs every record of a long batch as sent, superseded ones and delete markers included', async () => {
+    // 75 records: the store inserts log rows in runs, then one by one; each row must keep its own fields.
+    await batch(Array.from({ length: 5 }, (_, i) => ({ key: `d${i}`, value: i })));
+    const items = Array.from({ length: 75 }, (_, i) =>
+      i % 15 === 14 ? { key: `d${(i - 14) / 15}`, op: 'delete' } : { key: `k${i % 20}`, value: { i, text: `v${i}` } },
+    );
+    const answer = await batch(items);
+    expect(answer.status).toBe(200);
+    expect(answer.body.offset).toBe(80);
+    const feed = (await t.http.get('/v1/changes?after=5&limit=100')).body as { records: { offset: number; key: string; op: string; value?: unknown }[] };
+    expect(feed.records.map(({ offset, key, op, value }) => ({ offset, key, op, ...(value === undefined ? {} : { value }) }))).toEqual(
+      items.map((item, i) => ({ offset: 6 + i, key: item.key, op: item.op ?? 'set', ...('value' in item ? { value: item.value } : {}) })),
+    );
+    const last = new Map(items.map((item) => [item.key, 'value' in item ? item.value : undefined]));
+    for (const [key, expected] of last) expect(await value(key)).toEqual(expected);
+  });
+
   it('refuses malformed items with the index', async () => {
     const cases: [unknown, string][] = [
       [{ key: 'k' }, 'invalid_request'],

@@ -5,7 +5,7 @@
 // append, each with its key's previous state, the final state rows, the answers to
 // remember and the changes of the counters. The store then writes the plan as it is;
 // a refused request leaves nothing in it, so a refusal never touches its neighbours.
-import { digestTerm } from '../contract/digest.js';
+import { termOf, type DigestSum, type Term } from '../contract/digest.js';
 import type { AppliedOp, Answer, WriteFailure, WriteOp, WriteRequest, WriteResult } from './log-store.js';
 
 /**
@@ -16,6 +16,8 @@ export interface KeyState {
   offset: number;
   live: boolean;
   expiresAt?: number | null;
+  /** The digest term of the live record at `offset`, when a store has it at hand. */
+  term?: Term;
 }
 
 /**
@@ -78,8 +80,8 @@ export interface WritePlan {
   head: number;
   /** Records to append, in offset order. */
   records: PlannedRecord[];
-  /** The final state row of every key the group wrote. */
-  state: Map<string, KeyState>;
+  /** The final state row of every key the group wrote, with its live value's text (null: none). */
+  state: Map<string, Written>;
   /** Answers to remember, by idempotency key. */
   remember: Map<string, RememberedAnswer>;
   /** Keys that got a state row. */
@@ -91,7 +93,7 @@ export interface WritePlan {
 }
 
 /** A key as the group's accepted records left it; `value` is the live value's text. */
-interface Written extends KeyState {
+export interface Written extends KeyState {
   value: string | null;
 }
 
@@ -172,18 +174,26 @@ export function planWrites(input: PlanInput, source: StateSource): WritePlan {
 }
 
 /**
- * The change of the state digest (src/contract/digest.ts) of appending a plan's records,
- * mod 2^64: + the term of each live record, - the term of the live record it superseded.
- * For a plan made at the real head (a store that assigns offsets elsewhere, as
+ * Applies a plan's records to the state digest (src/contract/digest.ts) in place: + the
+ * term of each live record, - the term of the live record it superseded (taken from the
+ * group's own terms or the previous state's `term` when known, else hashed again). Returns
+ * each record's term (null for a delete marker), for the store to keep with its key. For
+ * a plan made at the real head (a store that assigns offsets elsewhere, as
  * statelog_append on PostgreSQL, works it out there).
  */
-export function digestDelta(records: PlannedRecord[]): bigint {
-  let delta = 0n;
-  for (const record of records) {
-    if (record.value !== null) delta += digestTerm(record.key, record.offset);
-    if (record.previous?.live) delta -= digestTerm(record.key, record.previous.offset);
+export function applyToDigest(digest: DigestSum, plan: Pick<WritePlan, 'base' | 'records'>): (Term | null)[] {
+  const terms: (Term | null)[] = [];
+  for (const record of plan.records) {
+    const previous = record.previous;
+    if (previous?.live) {
+      const own = previous.offset > plan.base ? terms[previous.offset - plan.base - 1] : undefined;
+      digest.subtract(own ?? previous.term ?? termOf(record.key, previous.offset));
+    }
+    const term = record.value === null ? null : termOf(record.key, record.offset);
+    if (term) digest.add(term);
+    terms.push(term);
   }
-  return BigInt.asUintN(64, delta);
+  return terms;
 }
 
 /** The refusal of an op, unless its condition holds for the key's live offset (null: not live). */

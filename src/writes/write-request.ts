@@ -35,7 +35,8 @@ export function valueText(value: unknown, maxBytes: number, details: Record<stri
   if ((exact !== undefined || text.includes('null')) && hasNonFiniteNumber(value)) {
     throw new ApiError('invalid_request', 'value has a number beyond the range of a double (about ±1.8e308)', details);
   }
-  const bytes = Buffer.byteLength(text, 'utf8');
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: a short text needs no count.
+  const bytes = text.length * 3 > maxBytes ? Buffer.byteLength(text, 'utf8') : 0;
   if (bytes > maxBytes) {
     throw new ApiError('payload_too_large', `value is ${bytes} bytes as JSON; the limit is ${maxBytes}`, {
       ...details,

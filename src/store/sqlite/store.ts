@@ -15,8 +15,8 @@ import { SqliteSnapshot } from './snapshot.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { WriteRoom } from '../unavailable.js';
-import { digestHex, digestOf } from '../../contract/digest.js';
-import { digestDelta, liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
+import { DigestSum, digestHex, digestOf, type Term } from '../../contract/digest.js';
+import { applyToDigest, liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import {
   HISTORY_SCAN_END_SQL,
   KEY_HISTORY_SQL,
@@ -70,8 +70,8 @@ interface Meta {
   records: number;
   stateKeys: number;
   liveKeys: number;
-  /** The state digest (src/contract/digest.ts), kept as 16 hex digits in the meta row. */
-  digest: bigint;
+  /** The state digest (src/contract/digest.ts), kept as 16 hex digits in the meta row; null until worked out. */
+  digest: DigestSum | null;
   /** In memory only: see CompactionBacklog.supersededSince. */
   supersededSince: number | null;
 }
@@ -88,6 +88,15 @@ interface Meta {
 const MIN_FREE_BYTES = 4 * 1024 * 1024;
 
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
+
+/**
+ * Log rows inserted by one statement: a group's records go in runs of this many, which
+ * saves a statement's bind-step-reset a row (the rest go one by one).
+ */
+const LOG_ROWS_A_STATEMENT = 32;
+
+/** A cached entry; `term`: its digest term once a write has hashed it, so overwriting it needs no second hash. */
+type CachedEntry = StoredEntry & { term?: Term };
 
 
 export function openDatabase(path: string): Database.Database {
@@ -131,7 +140,7 @@ export class SqliteStore implements LogStore {
   private compaction: SupersessionListener | null = null;
 
   private readonly sql;
-  private readonly entries = new LRUCache<string, StoredEntry>({
+  private readonly entries = new LRUCache<string, CachedEntry>({
     maxSize: ENTRY_CACHE.maxChars,
     sizeCalculation: (entry) => entry.key.length + entry.value.length,
   });
@@ -144,7 +153,7 @@ export class SqliteStore implements LogStore {
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
   private checkpointer: SqliteCheckpointer | null = null;
   /** The write path's transaction, wrapped once: db.transaction() builds its wrappers on every call. */
-  private readonly writeGroup: (requests: WriteRequest[], ts: number, now: number) => { plan: WritePlan; meta: Meta };
+  private readonly writeGroup: (requests: WriteRequest[], ts: number, now: number) => { plan: WritePlan; meta: Meta; terms: (Term | null)[] };
   /** The committed state a group is planned from: the entry cache, else the tables. */
   private readonly source: StateSource;
 
@@ -181,6 +190,7 @@ export class SqliteStore implements LogStore {
       stateOf: db.prepare('SELECT seq AS offset, live, expires_at AS expiresAt FROM state WHERE key = ?'),
       valueAt: db.prepare('SELECT value FROM log WHERE seq = ?').pluck(),
       append: db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)'),
+      appendRun: db.prepare(`INSERT INTO log (seq, key, op, value, ts) VALUES ${Array(LOG_ROWS_A_STATEMENT).fill('(?, ?, ?, ?, ?)').join(', ')}`),
       setState: db.prepare(
         `INSERT INTO state (key, seq, live, expires_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live, expires_at = excluded.expires_at`,
@@ -216,7 +226,7 @@ export class SqliteStore implements LogStore {
       state: (key) => {
         // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
         const cached = this.entries.get(key);
-        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null };
+        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null, ...(cached.term ? { term: cached.term } : {}) };
         const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1; expiresAt: number | null } | undefined;
         return row && { offset: row.offset, live: row.live === 1, expiresAt: row.expiresAt };
       },
@@ -230,7 +240,7 @@ export class SqliteStore implements LogStore {
     // no request needs a savepoint of its own.
     this.writeGroup = db.transaction((requests: WriteRequest[], ts: number, now: number) => {
       const plan = planWrites({ requests, head: this.meta.head, now, idempotencyTtlMs: this.ttlMs }, this.source);
-      return { plan, meta: this.writePlan(plan, ts) };
+      return { plan, ...this.writePlan(plan, ts) };
     });
     // The counters need no check or recount at start-up: every change to them (appends
     // and compaction steps alike) is written in the same transaction as the rows it
@@ -240,10 +250,11 @@ export class SqliteStore implements LogStore {
     // of when the first of them was superseded: the compactor may run early, never late.
     const oldest = meta.records > meta.stateKeys ? (this.sql.oldestTs.get() as number | undefined) : undefined;
     this.meta = { ...meta, supersededSince: oldest ?? null };
-    if (this.meta.digest < 0n) {
+    if (this.meta.digest === null) {
       // A database made before the digest: worked out once from the state rows.
-      this.meta.digest = digestOf(this.sql.liveTerms.iterate() as IterableIterator<{ key: string; offset: number }>);
-      this.sql.saveDigest.run(digestHex(this.meta.digest));
+      const hex = digestHex(digestOf(this.sql.liveTerms.iterate() as IterableIterator<{ key: string; offset: number }>));
+      this.sql.saveDigest.run(hex);
+      this.meta.digest = DigestSum.fromHex(hex);
     }
     // A syncer starts with nothing known durable: the first commit or read fsyncs
     // whatever a killed predecessor left in the page cache.
@@ -373,10 +384,10 @@ export class SqliteStore implements LogStore {
     this.entries.clear();
   }
 
-  /** The meta row; a digest not yet worked out reads as -1. */
+  /** The meta row; a digest not yet worked out reads as null. */
   private readMeta(): Omit<Meta, 'supersededSince'> {
     const row = this.sql.meta.get() as Omit<Meta, 'supersededSince' | 'digest'> & { digest: string | null };
-    return { ...row, digest: row.digest === null ? -1n : BigInt(`0x${row.digest}`) };
+    return { ...row, digest: row.digest === null ? null : DigestSum.fromHex(row.digest) };
   }
 
   /** For tests only: see test/support/store-access.ts. */
@@ -394,11 +405,12 @@ export class SqliteStore implements LogStore {
       throw err;
     }
     this.room.committed();
-    const { plan, meta } = written;
+    const { plan, meta, terms } = written;
     this.meta = meta;
-    for (const record of plan.records) {
-      if (record.value === null) this.entries.delete(record.key);
-      else this.cache({ key: record.key, value: record.value, offset: record.offset, ts, expiresAt: plan.state.get(record.key)!.expiresAt ?? null });
+    // Each key's final row: a record the group superseded itself never needs an entry.
+    for (const [key, state] of plan.state) {
+      if (state.value === null) this.entries.delete(key);
+      else this.cache({ key, value: state.value, offset: state.offset, ts, expiresAt: state.expiresAt ?? null, term: terms[state.offset - plan.base - 1]! });
     }
     // Refusals too: a 409 tells the current offset, which must not be taken back either.
     await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
@@ -406,15 +418,16 @@ export class SqliteStore implements LogStore {
   }
 
   /** Inside the group's transaction: the plan's rows, and the counters they make. */
-  private writePlan(plan: WritePlan, ts: number): Meta {
+  private writePlan(plan: WritePlan, ts: number): { meta: Meta; terms: (Term | null)[] } {
     const meta = this.meta;
     for (const [key, answer] of plan.remember) this.sql.remember.run(key, answer.fingerprint, answer.answer, answer.expiresAt);
-    if (plan.records.length === 0) return meta;
-    for (const record of plan.records) {
-      this.sql.append.run(record.offset, record.key, record.op, record.value, ts);
-      if (record.previous) this.compaction?.superseded(record.key, record.previous.offset);
-    }
+    if (plan.records.length === 0) return { meta, terms: [] };
+    this.appendRecords(plan.records, ts);
+    if (this.compaction) for (const record of plan.records) if (record.previous) this.compaction.superseded(record.key, record.previous.offset);
     for (const [key, state] of plan.state) this.sql.setState.run(key, state.offset, state.live ? 1 : 0, state.expiresAt ?? null);
+    // A copy: the transaction may still roll back, leaving this.meta as it was.
+    const digest = meta.digest!.copy();
+    const terms = applyToDigest(digest, plan);
     const next: Meta = {
       ...meta,
       head: plan.head,
@@ -422,15 +435,38 @@ export class SqliteStore implements LogStore {
       records: meta.records + plan.records.length,
       stateKeys: meta.stateKeys + plan.newKeys,
       liveKeys: meta.liveKeys + plan.liveDelta,
-      digest: BigInt.asUintN(64, meta.digest + digestDelta(plan.records)),
+      digest,
       supersededSince: plan.superseded ? (meta.supersededSince ?? ts) : meta.supersededSince,
     };
-    this.sql.saveMeta.run({ ...next, digestText: digestHex(next.digest) });
-    return next;
+    const { head, lastTs, records, stateKeys, liveKeys } = next;
+    this.sql.saveMeta.run({ head, lastTs, records, stateKeys, liveKeys, digestText: digest.hex() });
+    return { meta: next, terms };
+  }
+
+  private appendRecords(records: WritePlan['records'], ts: number): void {
+    let i = 0;
+    if (records.length >= LOG_ROWS_A_STATEMENT) {
+      const args: unknown[] = new Array(5 * LOG_ROWS_A_STATEMENT);
+      for (; i + LOG_ROWS_A_STATEMENT <= records.length; i += LOG_ROWS_A_STATEMENT) {
+        for (let j = 0; j < LOG_ROWS_A_STATEMENT; j++) {
+          const record = records[i + j]!;
+          args[5 * j] = record.offset;
+          args[5 * j + 1] = record.key;
+          args[5 * j + 2] = record.op;
+          args[5 * j + 3] = record.value;
+          args[5 * j + 4] = ts;
+        }
+        this.sql.appendRun.run(args);
+      }
+    }
+    for (; i < records.length; i++) {
+      const record = records[i]!;
+      this.sql.append.run(record.offset, record.key, record.op, record.value, ts);
+    }
   }
 
   /** Keeps a key's live entry, or drops the key's old one when the entry is too large to keep. */
-  private cache(entry: StoredEntry): void {
+  private cache(entry: CachedEntry): void {
     if (entry.key.length + entry.value.length <= ENTRY_CACHE.maxEntryChars) this.entries.set(entry.key, entry);
     else this.entries.delete(entry.key);
   }
@@ -445,7 +481,7 @@ export class SqliteStore implements LogStore {
       liveKeys,
       tombstones: stateKeys - liveKeys,
       dbBytes: this.fileBytes(),
-      digest: digestHex(digest),
+      digest: digest!.hex(),
     };
   }
 
