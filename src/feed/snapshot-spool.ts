@@ -13,8 +13,9 @@ import type { SnapshotReader, SnapshotShape } from '../store/log-store.js';
 import { SnapshotDigest } from './snapshot-digest.js';
 
 /**
- * Rows and characters read from the store a page: as the routes' pages, kept under V8's
- * large-object threshold so that each page is freed young (see routes/snapshot.ts).
+ * Rows and characters read from the store a page. A page becomes one string; kept well
+ * under V8's 128 KiB large-object threshold it is allocated and freed in the young
+ * generation, which measured faster and leaner than pages two to eight times larger.
  */
 const FILL_ROWS = 1000;
 const FILL_CHARS = 64 * 1024;
