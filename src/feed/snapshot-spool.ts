@@ -24,20 +24,23 @@ const FILL_CHARS = 64 * 1024;
  * reading of the next pages (two buffers take turns).
  */
 const WRITE_BYTES = 1024 * 1024;
-/** Bytes read back from the file at a time for lines. */
+/**
+ * Bytes read back from the file at a time: the text of a read stays under V8's
+ * large-object threshold, so it is freed young once the socket has it.
+ */
 const READ_BYTES = 64 * 1024;
 
-/** A spooled snapshot: its lines, or its bytes as they are (see nextBytes). */
+/** A spooled snapshot: its lines, or its text as it is (see nextText). */
 export interface SpooledSnapshot extends SnapshotReader {
   /** The lines spooled. */
   readonly count: number;
   /** The digest of the keys spooled (asked for with the `digest` option), 16 hex digits. */
   digestHex(): string;
   /**
-   * The spooled text's next bytes, at most `max`, cut anywhere (even inside a line or a
-   * character); null at the end. Not to be mixed with nextJson on one snapshot.
+   * The spooled text's next piece, of at most READ_BYTES bytes, cut anywhere (even inside
+   * a line); null at the end. Not to be mixed with nextJson on one snapshot.
    */
-  nextBytes(max: number): Promise<Buffer | null>;
+  nextText(): Promise<string | null>;
 }
 
 export interface SpoolOptions {
@@ -158,6 +161,7 @@ class Spooled implements SpooledSnapshot {
   private pending = '';
   private start = 0;
   private readonly decoder = new StringDecoder('utf8');
+  private buffer: Buffer | null = null;
   private closed = false;
 
   constructor(
@@ -177,15 +181,17 @@ class Spooled implements SpooledSnapshot {
     return this.spooledDigest.hex();
   }
 
-  async nextBytes(max: number): Promise<Buffer | null> {
+  async nextText(): Promise<string | null> {
     if (this.closed) throw new Error('the snapshot is closed');
     if (this.position >= this.size) return null;
-    const buffer = Buffer.allocUnsafe(Math.min(max, this.size - this.position));
-    const { bytesRead } = await this.file.read(buffer, 0, buffer.length, this.position);
+    // One buffer, read into again and again: the string owns its copy. Fresh buffers
+    // would be external memory that, with little else allocated, waits long for a GC.
+    this.buffer ??= Buffer.allocUnsafe(READ_BYTES);
+    const { bytesRead } = await this.file.read(this.buffer, 0, Math.min(READ_BYTES, this.size - this.position), this.position);
     if (bytesRead === 0) throw new Error('the snapshot spool ended early');
     if (this.closed) throw new Error('the snapshot is closed');
     this.position += bytesRead;
-    return buffer.subarray(0, bytesRead);
+    return this.decoder.write(this.buffer.subarray(0, bytesRead));
   }
 
   async nextJson(shape: SnapshotShape, max: number, maxChars = Number.POSITIVE_INFINITY): Promise<string[]> {
@@ -217,12 +223,8 @@ class Spooled implements SpooledSnapshot {
   }
 
   private async fill(): Promise<void> {
-    const buffer = Buffer.allocUnsafe(Math.min(READ_BYTES, this.size - this.position));
-    const { bytesRead } = await this.file.read(buffer, 0, buffer.length, this.position);
-    if (bytesRead === 0) throw new Error('the snapshot spool ended early');
-    if (this.closed) throw new Error('the snapshot is closed');
-    this.position += bytesRead;
-    this.pending = this.pending.slice(this.start) + this.decoder.write(buffer.subarray(0, bytesRead));
+    const text = await this.nextText();
+    this.pending = this.pending.slice(this.start) + (text ?? '');
     this.start = 0;
   }
 }

@@ -9,12 +9,6 @@ import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../feed/snapshot-slots.js';
 import type { SpooledSnapshot } from '../feed/snapshot-spool.js';
 
-/**
- * Bytes read from the spool a chunk: the spooled lines go to the socket as they are, so
- * a chunk is one file read and one socket write, whatever the number of lines in it.
- */
-const CHUNK_BYTES = 256 * 1024;
-
 /** The last line: without it a client knows the stream was cut short. */
 function trailer(reader: SpooledSnapshot): string {
   return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)},"digest":"${reader.digestHex()}"}\n`;
@@ -41,8 +35,10 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const stream = pullStream(
       async () => {
         if (ended) return null;
-        const bytes = await reader.nextBytes(CHUNK_BYTES);
-        if (bytes) return bytes;
+        // The spooled text as it is: one file read and one socket write a chunk, however
+        // many lines it holds.
+        const text = await reader.nextText();
+        if (text !== null) return text;
         ended = true;
         return trailer(reader);
       },
