@@ -1,5 +1,6 @@
 // StateMirror against a live server: it converges under random writes and compactions,
 // survives a server restart, starts over on a 410, and restarts from its checkpoint.
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -202,5 +203,40 @@ describe('StateMirror', () => {
     await expectConverged(third, client);
     expect(snapshotsTaken).toBe(2);
     expect(warnings.some((w) => /corrupt or truncated/.test(w))).toBe(true);
+  });
+
+  it('saves its digest in the checkpoint and restarts from it without hashing the keys again', async () => {
+    const dir = tempDir();
+    t = await startApp({}, { dir });
+    const url = urlOf(t.app);
+    const client = new StatelogClient({ url });
+    for (let i = 0; i < 20; i++) await client.put(`k${i}`, i);
+    const checkpoint = join(dir, 'mirror.checkpoint');
+    const first = await mirrorLeftAt(url, checkpoint, client);
+    const [, body] = readFileSync(checkpoint, 'utf8').split(/\n(.*)/s) as [string, string];
+    const saved = JSON.parse(body) as { digest?: string; offsets?: number[] };
+    expect(saved.digest).toBe(first.digest);
+    // A checkpoint is rewritten with a valid checksum, as the mirror would have written it.
+    const rewrite = (data: object): void => {
+      const text = JSON.stringify(data);
+      writeFileSync(checkpoint, `${createHash('sha256').update(text).digest('hex')}\n${text}`);
+    };
+
+    // The saved digest is what the restarted mirror starts from: a different one shows through.
+    rewrite({ ...saved, digest: '0123456789abcdef' });
+    const trusting = mirrorOf(url, { checkpoint });
+    await trusting.ready;
+    expect(trusting.digest).toBe('0123456789abcdef');
+    await trusting.close();
+    mirrors = [];
+
+    // A checkpoint saved without a digest (an older client) has it computed from its offsets.
+    const older = { ...saved };
+    delete older.digest;
+    rewrite(older);
+    const computing = mirrorOf(url, { checkpoint });
+    await computing.ready;
+    expect(computing.digest).toBe(first.digest);
+    expect((await computing.verify()).ok).toBe(true);
   });
 });

@@ -11,7 +11,7 @@ import type { TailPages } from './tail-pages.js';
 
 /**
  * Rows and characters per chunk: small enough that a slow reader holds little, and
- * that a chunk stays out of V8's large-object space (see routes/snapshot.ts).
+ * that a chunk stays out of V8's large-object space (see feed/snapshot-spool.ts).
  */
 const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;

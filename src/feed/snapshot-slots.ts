@@ -1,8 +1,8 @@
 // At most STATELOG_MAX_SNAPSHOTS snapshots stream at once: each holds a spool file (and,
 // while it is being spooled, a read transaction on its own connection) until it ends.
-import type { LogStore, SnapshotReader, SnapshotShape } from '../store/log-store.js';
+import type { LogStore, SnapshotShape } from '../store/log-store.js';
 import { Slots } from './slots.js';
-import { spoolSnapshot, type SpoolBudget } from './snapshot-spool.js';
+import { spoolSnapshot, type SpoolBudget, type SpooledSnapshot, type SpoolOptions } from './snapshot-spool.js';
 
 export interface SpoolSettings {
   dir: string;
@@ -25,11 +25,11 @@ export class SnapshotSlots extends Slots {
     store: LogStore,
     prefix: string,
     shape: SnapshotShape,
-    signal?: AbortSignal,
-  ): Promise<{ reader: SnapshotReader; release: () => void }> {
+    options: SpoolOptions = {},
+  ): Promise<{ reader: SpooledSnapshot; release: () => void }> {
     const release = this.acquire();
     try {
-      const reader = await spoolSnapshot(await store.openSnapshot(prefix), shape, this.spool.dir, this.spool.budget, signal);
+      const reader = await spoolSnapshot(await store.openSnapshot(prefix), shape, this.spool.dir, this.spool.budget, options);
       return { reader, release };
     } catch (err) {
       release();

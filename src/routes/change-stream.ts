@@ -33,8 +33,8 @@ async function openSnapshot(
   filter: { prefix: string; key?: string },
   signal: AbortSignal,
 ): Promise<{ reader: SnapshotReader; release: () => void }> {
-  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', signal);
-  const opened = await slots.open(store, filter.key, 'record', signal);
+  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', { signal });
+  const opened = await slots.open(store, filter.key, 'record', { signal });
   return { reader: new OneKeySnapshot(opened.reader, filter.key), release: opened.release };
 }
 

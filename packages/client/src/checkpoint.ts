@@ -14,9 +14,24 @@ export interface CheckpointData<T> {
   entries: [string, T][];
   /** Each entry's record offset, in the same order: what the mirror's digest is made of. */
   offsets?: number[];
+  /**
+   * The digest those offsets make (16 hex digits), saved so that a restart does not hash
+   * every key again; the checksum covers it as it covers the offsets.
+   */
+  digest?: string;
 }
 
-const digest = (text: string) => createHash('sha256').update(text).digest('hex');
+export interface LoadedCheckpoint<T> {
+  offset: number;
+  epoch: string;
+  state: Map<string, T>;
+  /** Null when the checkpoint was saved without offsets. */
+  offsets: Map<string, number> | null;
+  /** The saved digest, when the checkpoint has one beside its offsets. */
+  digest: bigint | null;
+}
+
+const digest = (bytes: string | Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
 export async function saveCheckpoint<T>(file: string, data: CheckpointData<T>): Promise<void> {
   const body = JSON.stringify({ version: VERSION, ...data });
@@ -39,29 +54,34 @@ export async function saveCheckpoint<T>(file: string, data: CheckpointData<T>): 
 }
 
 /** The saved state, or null (with a warning) when the file is missing, corrupt or for another prefix. */
-export async function loadCheckpoint<T>(
-  file: string,
-  prefix: string,
-  warn: (message: string) => void,
-): Promise<{ offset: number; epoch: string; state: Map<string, T>; offsets: Map<string, number> | null } | null> {
-  let text: string;
+export async function loadCheckpoint<T>(file: string, prefix: string, warn: (message: string) => void): Promise<LoadedCheckpoint<T> | null> {
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') warn(`cannot read checkpoint ${file}: ${String(err)}`);
     return null;
   }
-  const newline = text.indexOf('\n');
-  const body = text.slice(newline + 1);
-  if (newline < 0 || digest(body) !== text.slice(0, newline)) {
+  // The checksum is of the body's bytes, so it is checked before the body is decoded.
+  const newline = bytes.indexOf(10);
+  if (newline < 0 || digest(bytes.subarray(newline + 1)) !== bytes.toString('latin1', 0, newline)) {
     warn(`checkpoint ${file} is corrupt or truncated; ignoring it`);
     return null;
   }
-  const data = JSON.parse(body) as CheckpointData<T> & { version: number };
+  const data = JSON.parse(bytes.toString('utf8', newline + 1)) as CheckpointData<T> & { version: number };
   if (data.version !== VERSION || data.prefix !== prefix) {
     warn(`checkpoint ${file} is for another version or prefix; ignoring it`);
     return null;
   }
-  const offsets = data.offsets?.length === data.entries.length ? new Map(data.entries.map(([key], i) => [key, data.offsets![i]!])) : null;
-  return { offset: data.offset, epoch: data.epoch, state: new Map(data.entries), offsets };
+  const { entries } = data;
+  const state = new Map<string, T>();
+  const saved = data.offsets?.length === entries.length ? data.offsets : null;
+  const offsets = saved ? new Map<string, number>() : null;
+  for (let i = 0; i < entries.length; i++) {
+    const [key, value] = entries[i]!;
+    state.set(key, value);
+    offsets?.set(key, saved![i]!);
+  }
+  const savedDigest = offsets && typeof data.digest === 'string' && /^[0-9a-f]{16}$/.test(data.digest) ? BigInt(`0x${data.digest}`) : null;
+  return { offset: data.offset, epoch: data.epoch, state, offsets, digest: savedDigest };
 }

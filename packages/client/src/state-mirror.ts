@@ -200,11 +200,14 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     this.digestHistory.push({ offset, digest: this.digestSum });
   }
 
-  /** Replaces the state's offsets and digest (a snapshot, or a checkpoint: null offsets = unknown). */
-  private resetDigest(offsets: Map<string, number> | null, offset: number): void {
+  /**
+   * Replaces the state's offsets and digest (a snapshot, or a checkpoint: null offsets =
+   * unknown); `known` is their digest when a checkpoint saved it, else it is computed.
+   */
+  private resetDigest(offsets: Map<string, number> | null, offset: number, known: bigint | null = null): void {
     this.offsets = offsets;
-    let sum = 0n;
-    for (const [key, at] of offsets ?? []) sum += digestTerm(key, at);
+    let sum = known ?? 0n;
+    if (known === null) for (const [key, at] of offsets ?? []) sum += digestTerm(key, at);
     this.digestSum = BigInt.asUintN(64, sum);
     this.digestHistory = [];
     this.noteDigest(offset);
@@ -238,7 +241,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
       if (saved) {
         this.state = saved.state;
         this.position = { offset: saved.offset, epoch: saved.epoch };
-        this.resetDigest(saved.offsets, saved.offset);
+        this.resetDigest(saved.offsets, saved.offset, saved.digest);
         this.savedOffset = saved.offset;
       }
     }
@@ -344,7 +347,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
         epoch,
         prefix: this.prefix,
         entries,
-        ...(offsets ? { offsets: entries.map(([key]) => offsets.get(key)!) } : {}),
+        ...(offsets ? { offsets: entries.map(([key]) => offsets.get(key)!), digest: digestHex(this.digestSum) } : {}),
       });
       this.savedOffset = offset;
       this.emit('checkpoint', offset);

@@ -1,0 +1,74 @@
+// The snapshot spool's own edges, through GET /v1/snapshot on either store: lines that
+// straddle its write buffers and a value larger than one, multi-byte keys cut anywhere
+// by the chunks sent, the digest of a filtered snapshot summed while spooling, and the
+// spool budget refusing a snapshot before any byte, then giving its bytes back.
+import { afterEach, describe, expect, it } from 'vitest';
+import { digestHex, digestOf } from '../src/contract/digest.js';
+import { json, startApp, type TestApp } from './support/helpers.js';
+
+let t: TestApp | undefined;
+afterEach(async () => {
+  await t?.close();
+  t = undefined;
+});
+
+/** Larger than the spool's 1 MiB write buffer. */
+const HUGE = { text: 'h'.repeat(1536 * 1024) };
+
+async function fill(app: TestApp, count: number, prefix: string): Promise<void> {
+  for (let at = 0; at < count; at += 200) {
+    const records = Array.from({ length: Math.min(200, count - at) }, (_, i) => ({
+      key: `${prefix}/é${String(at + i).padStart(5, '0')}/日本`,
+      value: { n: at + i, pad: 'p'.repeat((at + i) % 700) },
+    }));
+    const res = await app.http.post('/v1/records').set(json).send({ records });
+    expect(res.status).toBe(200);
+  }
+}
+
+async function snapshotLines(app: TestApp, prefix = ''): Promise<{ entries: { key: string; value: unknown; offset: number }[]; trailer: Record<string, unknown> }> {
+  const res = await app.http.get(`/v1/snapshot?prefix=${encodeURIComponent(prefix)}`).buffer(true).parse((r, done) => {
+    const chunks: Buffer[] = [];
+    r.on('data', (chunk: Buffer) => chunks.push(chunk));
+    r.on('end', () => done(null, Buffer.concat(chunks).toString('utf8')));
+  });
+  expect(res.status).toBe(200);
+  const lines = (res.body as string).trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  const trailer = lines.pop()!;
+  return { entries: lines as { key: string; value: unknown; offset: number }[], trailer };
+}
+
+describe('the snapshot spool', () => {
+  it('sends every line whole across its buffers, a value larger than one included, with the digest of a prefix', async () => {
+    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_MAX_VALUE_BYTES: String(2 * 1024 * 1024) });
+    await fill(t, 6000, 'a');
+    await t.http.put('/v1/keys/b%2Fhuge').set(json).send({ value: HUGE }).expect(200);
+    await fill(t, 3000, 'c');
+
+    const whole = await snapshotLines(t);
+    expect(whole.entries).toHaveLength(9001);
+    expect(whole.trailer).toMatchObject({ end: true, count: 9001 });
+    const keys = whole.entries.map((e) => e.key);
+    expect(keys).toEqual([...keys].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y))));
+    expect(whole.entries.find((e) => e.key === 'b/huge')!.value).toEqual(HUGE);
+    expect(whole.entries[4321]).toMatchObject({ key: 'a/é04321/日本', value: { n: 4321, pad: 'p'.repeat(4321 % 700) } });
+    expect(whole.trailer.digest).toBe(digestHex(digestOf(whole.entries)));
+
+    const filtered = await snapshotLines(t, 'c/');
+    expect(filtered.entries).toHaveLength(3000);
+    expect(filtered.trailer).toMatchObject({ end: true, count: 3000 });
+    expect(filtered.trailer.digest).toBe(digestHex(digestOf(filtered.entries)));
+  });
+
+  it('answers 503 before any byte when the spools would pass STATELOG_SPOOL_MAX_BYTES, and gives the bytes back', async () => {
+    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(1024 * 1024) });
+    await fill(t, 4000, 'a');
+    const refused = await t.http.get('/v1/snapshot');
+    expect(refused.status).toBe(503);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(refused.body).toMatchObject({ error: { code: 'unavailable' } });
+    // What the refused spool had taken is free again: a smaller snapshot fits.
+    const small = await snapshotLines(t, 'a/é001');
+    expect(small.trailer).toMatchObject({ end: true, count: 100 });
+  });
+});
