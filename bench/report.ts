@@ -2,6 +2,7 @@
 //   npx tsx bench/report.ts bench/results/<date>.json     (re-render without measuring)
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { renderCompactionNotes } from './compaction-notes.js';
 import type { FigureResult, Metric, SystemResult, Target } from './figure.js';
 import { isMain, median, ROOT, type Summary } from './lib.js';
 
@@ -389,6 +390,7 @@ export function writeDocs(results: Results): string[] {
     page,
     renderMarkdown(results, peers ? 'bench-chart.svg' : null) +
       (profile ? `\n${renderProfile(profile)}` : '') +
+      `\n${renderCompactionNotes()}` +
       (variants ? `\n${renderCpuVariants(variants)}` : '') +
       (callgrind ? `\n${renderCallgrind(callgrind)}` : ''),
   );
