@@ -35,12 +35,26 @@ export interface SupersessionListener {
   superseded(key: string, seq: number): void;
 }
 
-/** Rows examined per statement: small enough to check the clock often. */
+/**
+ * Rows examined per statement at most, and at least. Within those bounds a chunk is
+ * sized from the cost of the rows just examined to fit the time left in the step, so a
+ * step ends close to its budget whether its rows go by range (well under a microsecond
+ * each) or each pass through JavaScript (keys written since the cutoff: several).
+ */
 const CHUNK_ROWS = 256;
-/** A checkpoint starts after this many step budgets of page-writing work... */
-const CHECKPOINT_AFTER_BUDGETS = 2;
-/** ...and the run waits for it once this many more have piled up. */
-const UNCHECKPOINTED_BUDGETS = 16;
+const MIN_CHUNK_ROWS = 16;
+/** The cost of a row before any was measured: the dearer kind, so the first chunk stays short. */
+const FIRST_ROW_COST_MS = 0.004;
+/** Weight of the latest chunk, and of the latest commit, in their moving averages. */
+const COST_WEIGHT = 0.25;
+/**
+ * A checkpoint starts after this much page-writing work of the steps (in ms: each
+ * checkpoint costs the worker two fsyncs whatever it copies, so the pace does not follow
+ * the steps' length)...
+ */
+const CHECKPOINT_AFTER_MS = 4;
+/** ...and the run waits for it once this much more has piled up. */
+const UNCHECKPOINTED_MS = 32;
 /** Pages freed by the first incremental_vacuum step; later steps adapt to the time budget. */
 const FIRST_VACUUM_PAGES = 256;
 /**
@@ -52,9 +66,12 @@ const FIRST_VACUUM_PAGES = 256;
  * the CPU for whole time slices. So the run takes at most half of the loop, and less
  * the more the requests need: a run that took the share an open-loop writer needs
  * would let the writes queue for as long as it lasts. Alone, the run does not rest.
+ * The longest rest is also at most MAX_REST_BUDGETS step budgets, so that shorter
+ * steps do not make the run under load slower in proportion.
  */
 const OTHER_WORK_REST_RATIO = 2;
 const MAX_REST_MS = 20;
+const MAX_REST_BUDGETS = 10;
 /** Busy time of the event loop between two steps, other than the step itself, that counts as other work. */
 const OTHER_WORK_MS = 0.25;
 /**
@@ -88,6 +105,9 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
   private readonly rules: CompactionRules;
   private cursor = 0;
   private vacuumPages = FIRST_VACUUM_PAGES;
+  /** Moving averages: time a row of the log takes to examine, and a removal step to commit. */
+  private rowCostMs = FIRST_ROW_COST_MS;
+  private commitMs = 0;
   /** Time spent writing pages since the last checkpoint started. */
   private dirtyMs = 0;
   /** Started when the first checkpoint is due: a small run needs none before the last. */
@@ -208,7 +228,8 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     if (!previous) return;
     const otherMs = performance.eventLoopUtilization(this.loopAfterStep, previous).active - stepMs;
     if (otherMs < OTHER_WORK_MS) return;
-    const restMs = Math.min(Math.max(stepMs, OTHER_WORK_REST_RATIO * otherMs), MAX_REST_MS);
+    const maxRestMs = Math.min(MAX_REST_MS, MAX_REST_BUDGETS * this.budget.maxMs);
+    const restMs = Math.min(Math.max(stepMs, OTHER_WORK_REST_RATIO * otherMs), maxRestMs);
     await new Promise((resolve) => setTimeout(resolve, restMs));
   }
 
@@ -219,11 +240,11 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
    */
   private async checkpointIfDue(): Promise<void> {
     if (this.walFrames >= WAL_RESTART_FRAMES) return this.restartWal();
-    if (this.dirtyMs < CHECKPOINT_AFTER_BUDGETS * this.budget.maxMs) return;
+    if (this.dirtyMs < CHECKPOINT_AFTER_MS) return;
     const checkpointer = this.startCheckpointer();
     if (!checkpointer) return;
     if (this.checkpointing) {
-      if (this.dirtyMs < UNCHECKPOINTED_BUDGETS * this.budget.maxMs) return;
+      if (this.dirtyMs < UNCHECKPOINTED_MS) return;
       await this.checkpointing;
     }
     this.dirtyMs = 0;
@@ -263,15 +284,22 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     }
   }
 
-  /** One removal transaction: chunks of the log in offset order until the budget is spent. */
+  /**
+   * One removal transaction: chunks of the log in offset order until the budget is spent.
+   * The commit (writing the step's pages to the WAL) blocks the event loop as much as
+   * the chunks do, so the chunks get the budget less what commits have been taking.
+   */
   private removeStep(): void {
+    const started = performance.now();
+    let bodyEnded = started;
     const step = this.host.transaction(() => {
-      const started = performance.now();
+      const bodyMs = Math.max(this.budget.maxMs - this.commitMs, this.budget.maxMs / 4);
       const totals = { removed: 0, keysRemoved: 0, horizon: 0 };
       let cursor = this.cursor;
       let rows = 0;
-      while (cursor < this.cutoff && rows < this.budget.maxRows && performance.now() - started < this.budget.maxMs) {
-        const size = Math.min(CHUNK_ROWS, this.budget.maxRows - rows);
+      for (let now = started; cursor < this.cutoff && rows < this.budget.maxRows && now - started < bodyMs; ) {
+        const fits = Math.max(MIN_CHUNK_ROWS, Math.floor((bodyMs - (now - started)) / this.rowCostMs));
+        const size = Math.min(CHUNK_ROWS, this.budget.maxRows - rows, fits);
         const end = this.sql.chunkEnd.get(cursor, size - 1) as number | undefined;
         const to = end === undefined ? this.cutoff : Math.min(end, this.cutoff);
         const chunk = this.removeChunk(cursor, to);
@@ -280,11 +308,16 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
         totals.horizon = Math.max(totals.horizon, chunk.horizon);
         rows += size;
         cursor = to;
+        const chunkStarted = now;
+        now = performance.now();
+        this.rowCostMs += COST_WEIGHT * ((now - chunkStarted) / size - this.rowCostMs);
       }
       this.host.recordRemoval(totals.removed, totals.keysRemoved, totals.horizon);
       if (cursor >= this.cutoff) this.settleSupersededSince();
+      bodyEnded = performance.now();
       return { ...totals, cursor };
     });
+    this.commitMs += COST_WEIGHT * (performance.now() - bodyEnded - this.commitMs);
     this.cursor = step.cursor;
     this.removed += step.removed;
     this.tombstonesRemoved += step.keysRemoved;
