@@ -11,7 +11,7 @@ import type { WriteBatcher } from './write-batcher.js';
  * Keys deleted per step. Each step is one group of small deletes awaited before the
  * next, so a mass expiry shares the batcher with other writers instead of flooding it.
  */
-export const EXPIRY_BATCH = 50;
+export const EXPIRY_BATCH = 25;
 
 const ANSWER: Answer = { status: 200, headers: {}, body: '' };
 
