@@ -61,10 +61,13 @@ export function toApiError(err: FastifyError | Error): ApiError {
 
 /**
  * The client went away while its request was being read (a reset during an upload):
- * its socket is gone, so the error is the client's, not the database's.
+ * its socket is gone, so the error is the client's, not the database's. Only the socket
+ * tells: a request whose body was read whole is destroyed too, and a database connection
+ * that resets under it fails with the same codes.
  */
 function isClientAbort(err: Error & { code?: unknown }, request: FastifyRequest): boolean {
-  return (err.code === 'ECONNRESET' || err.code === 'ECONNABORTED' || err.message === 'aborted') && (request.raw.destroyed || request.raw.socket?.destroyed === true);
+  const socket = request.raw.socket as Socket | null;
+  return (err.code === 'ECONNRESET' || err.code === 'ECONNABORTED' || err.message === 'aborted') && (socket === null || socket.destroyed);
 }
 
 export function errorHandler(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
