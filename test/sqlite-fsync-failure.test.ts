@@ -68,11 +68,14 @@ describe.runIf(shim)('a failed fsync in the real process', () => {
     // the fsync that would cover it fails too.
     writeFileSync(trigger, '');
     writers.markSent();
+    // The writers may all be waiting on answers that never come; these are surely sent
+    // after the trigger (or refused at the socket once the process is gone).
+    const late = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => putValue(server.url, `late/${i}`, String(i))));
     const exit = await server.exited;
     await writers.done;
 
     expect(exit).toEqual({ code: 1, signal: null });
-    expect(writers.sentAfterMark).toBeGreaterThan(0);
+    expect(late.flatMap((result) => (result.status === 'fulfilled' ? (result.value.acked ?? []) : []))).toEqual([]);
     expect(writers.acknowledgedAfterMark).toEqual([]);
     // One line, in the log, and nothing on stderr.
     const alarms = server.logs().filter((line) => (line.level as number) >= 50);
