@@ -260,13 +260,14 @@ export class SqliteStore implements LogStore {
     this.source = {
       state: (key) => {
         // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
-        const cached = this.entries.get(key);
-        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null, ...(cached.term ? { term: cached.term } : {}) };
+        // peek: the commit's cache() makes the key the most recent anyway.
+        const cached = this.entries.peek(key);
+        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null, term: cached.term };
         const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1; expiresAt: number | null } | undefined;
         return row && { offset: row.offset, live: row.live === 1, expiresAt: row.expiresAt };
       },
       liveValue: (key, offset) => {
-        const cached = this.entries.get(key);
+        const cached = this.entries.peek(key);
         return cached?.offset === offset ? cached.value : (this.sql.valueAt.get(offset) as string);
       },
       remembered: (key) => this.sql.claim.get(key) as RememberedAnswer | undefined,
@@ -429,6 +430,18 @@ export class SqliteStore implements LogStore {
   readonly [STORE_INTERNALS] = { reloadMeta: () => this.reloadMeta() };
 
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    const results = this.commitGroup(requests, now);
+    // Refusals too: a 409 tells the current offset, which must not be taken back either.
+    await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
+    return results;
+  }
+
+  /**
+   * The group's transaction and what it changes in memory. Apart from commit() so that
+   * the plan is garbage while the answers wait for the fsync: a suspended async function
+   * keeps all its locals, and a scavenge would copy the plan of every group in flight.
+   */
+  private commitGroup(requests: WriteRequest[], now: number): WriteResult[] {
     this.syncer?.check();
     const ts = Math.max(now, this.meta.lastTs);
     // On failure the whole transaction rolled back, and nothing in memory changed yet.
@@ -443,12 +456,10 @@ export class SqliteStore implements LogStore {
     const { plan, meta, terms } = written;
     this.meta = meta;
     // Each key's final row: a record the group superseded itself never needs an entry.
-    for (const [key, state] of plan.state) {
+    plan.state.forEach((state, key) => {
       if (state.value === null) this.entries.delete(key);
       else this.cache({ key, value: state.value, offset: state.offset, ts, expiresAt: state.expiresAt ?? null, term: terms[state.offset - plan.base - 1]! });
-    }
-    // Refusals too: a 409 tells the current offset, which must not be taken back either.
-    await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
+    });
     return plan.results;
   }
 
