@@ -9,7 +9,8 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 function problem(text: string): string | null {
   if (!text.isWellFormed()) return 'is not valid UTF-8 (lone surrogate)';
   if (CONTROL.test(text)) return 'contains a control character';
-  if (Buffer.byteLength(text, 'utf8') > MAX_KEY_BYTES) return `is longer than ${MAX_KEY_BYTES} bytes`;
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: a short text needs no count.
+  if (text.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(text, 'utf8') > MAX_KEY_BYTES) return `is longer than ${MAX_KEY_BYTES} bytes`;
   return null;
 }
 

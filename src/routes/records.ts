@@ -9,41 +9,46 @@ import type { WriteOp } from '../store/log-store.js';
 import { exactBody, exactText } from '../writes/exact-numbers.js';
 import { submitWrite, valueText } from '../writes/write-request.js';
 
-/** `exact`: the same item from a lossless parse, when the body holds a number JSON.parse changed. */
+function invalid(index: number, message: string): ApiError {
+  return new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
+}
+
+/**
+ * `exact`: the same item from a lossless parse, when the body holds a number JSON.parse
+ * changed. Optional members are added only when given, in one order (no spread: this
+ * runs for every item of every batch).
+ */
 function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: number, exact?: Record<string, unknown>): WriteOp {
   const key = checkKey(item.key, { index });
-  const invalid = (message: string) => new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
   if (item.ifOffset !== undefined && item.ifAbsent !== undefined) {
-    throw invalid('give ifOffset or ifAbsent, not both');
+    throw invalid(index, 'give ifOffset or ifAbsent, not both');
   }
-  const condition = {
-    ...(item.ifOffset !== undefined ? { ifOffset: item.ifOffset } : {}),
-    ...(item.ifAbsent ? { ifAbsent: true } : {}),
-  };
   const hasValue = 'value' in item;
+  let op: WriteOp;
   switch (item.op ?? 'set') {
     case 'set':
-      if (!hasValue) throw invalid('a set needs "value"');
-      if (item.by !== undefined) throw invalid('"by" belongs to op "incr"');
-      return {
-        op: 'set',
-        key,
-        value: valueText(item.value, maxValueBytes, { index }, exact?.value),
-        ...(item.ttlMs !== undefined ? { ttlMs: item.ttlMs } : {}),
-        ...condition,
-      };
+      if (!hasValue) throw invalid(index, 'a set needs "value"');
+      if (item.by !== undefined) throw invalid(index, '"by" belongs to op "incr"');
+      op = { op: 'set', key, value: valueText(item.value, maxValueBytes, { index }, exact?.value) };
+      if (item.ttlMs !== undefined) op.ttlMs = item.ttlMs;
+      break;
     case 'delete':
-      if (hasValue || item.by !== undefined || item.ttlMs !== undefined) throw invalid('a delete takes no "value", "by" or "ttlMs"');
-      return { op: 'delete', key, ...condition };
+      if (hasValue || item.by !== undefined || item.ttlMs !== undefined) throw invalid(index, 'a delete takes no "value", "by" or "ttlMs"');
+      op = { op: 'delete', key };
+      break;
     case 'incr':
-      if (hasValue) throw invalid('an incr takes "by", not "value"');
-      if (item.ttlMs !== undefined) throw invalid('"ttlMs" belongs to op "set"');
-      if (item.by === undefined) throw invalid('an incr needs "by"');
+      if (hasValue) throw invalid(index, 'an incr takes "by", not "value"');
+      if (item.ttlMs !== undefined) throw invalid(index, '"ttlMs" belongs to op "set"');
+      if (item.by === undefined) throw invalid(index, 'an incr needs "by"');
       if (exact !== undefined && exactText(exact.by) !== JSON.stringify(item.by)) {
-        throw invalid('"by" is a number a double cannot hold exactly; increments are whole numbers within ±(2^53 - 1)');
+        throw invalid(index, '"by" is a number a double cannot hold exactly; increments are whole numbers within ±(2^53 - 1)');
       }
-      return { op: 'incr', key, by: item.by, ...condition };
+      op = { op: 'incr', key, by: item.by };
+      break;
   }
+  if (item.ifOffset !== undefined) op.ifOffset = item.ifOffset;
+  if (item.ifAbsent) op.ifAbsent = true;
+  return op;
 }
 
 export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {

@@ -95,6 +95,43 @@ const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
  */
 const LOG_ROWS_A_STATEMENT = 32;
 
+/**
+ * State rows upserted by one statement, in key order: SQLite's cursor then moves on
+ * from the last row instead of seeking from the root (unsorted, many rows a statement
+ * cost more than one).
+ */
+const STATE_ROWS_A_STATEMENT = 32;
+
+/**
+ * Runs `many`, a statement of `size` rows of `width` parameters, on the rows in runs of
+ * `size`, and `one`, the statement of one row, on those left; `put` lays a row's
+ * parameters out from `at`.
+ */
+function runInStatements<T>(
+  rows: T[],
+  size: number,
+  width: number,
+  statements: { many: Database.Statement; one: Database.Statement },
+  put: (row: T, args: unknown[], at: number) => void,
+): void {
+  const args: unknown[] = new Array(size * width);
+  let i = 0;
+  for (; i + size <= rows.length; i += size) {
+    for (let j = 0; j < size; j++) put(rows[i + j]!, args, j * width);
+    statements.many.run(args);
+  }
+  args.length = width;
+  for (; i < rows.length; i++) {
+    put(rows[i]!, args, 0);
+    statements.one.run(args);
+  }
+}
+
+/** The upsert of `state` rows, one `(?, ?, ?, ?)` a row. */
+const SET_STATE_SQL = (rows: string) =>
+  `INSERT INTO state (key, seq, live, expires_at) VALUES ${rows}
+   ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live, expires_at = excluded.expires_at`;
+
 /** A cached entry; `term`: its digest term once a write has hashed it, so overwriting it needs no second hash. */
 type CachedEntry = StoredEntry & { term?: Term };
 
@@ -191,10 +228,8 @@ export class SqliteStore implements LogStore {
       valueAt: db.prepare('SELECT value FROM log WHERE seq = ?').pluck(),
       append: db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)'),
       appendRun: db.prepare(`INSERT INTO log (seq, key, op, value, ts) VALUES ${Array(LOG_ROWS_A_STATEMENT).fill('(?, ?, ?, ?, ?)').join(', ')}`),
-      setState: db.prepare(
-        `INSERT INTO state (key, seq, live, expires_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live, expires_at = excluded.expires_at`,
-      ),
+      setState: db.prepare(SET_STATE_SQL('(?, ?, ?, ?)')),
+      setStateRun: db.prepare(SET_STATE_SQL(Array(STATE_ROWS_A_STATEMENT).fill('(?, ?, ?, ?)').join(', '))),
       entry: db.prepare(
         `SELECT s.key, l.value, s.seq AS offset, l.ts, s.expires_at AS expiresAt FROM state s JOIN log l ON l.seq = s.seq
          WHERE s.key = ? AND s.live = 1`,
@@ -225,13 +260,14 @@ export class SqliteStore implements LogStore {
     this.source = {
       state: (key) => {
         // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
-        const cached = this.entries.get(key);
-        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null, ...(cached.term ? { term: cached.term } : {}) };
+        // peek: the commit's cache() makes the key the most recent anyway.
+        const cached = this.entries.peek(key);
+        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null, term: cached.term };
         const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1; expiresAt: number | null } | undefined;
         return row && { offset: row.offset, live: row.live === 1, expiresAt: row.expiresAt };
       },
       liveValue: (key, offset) => {
-        const cached = this.entries.get(key);
+        const cached = this.entries.peek(key);
         return cached?.offset === offset ? cached.value : (this.sql.valueAt.get(offset) as string);
       },
       remembered: (key) => this.sql.claim.get(key) as RememberedAnswer | undefined,
@@ -394,6 +430,18 @@ export class SqliteStore implements LogStore {
   readonly [STORE_INTERNALS] = { reloadMeta: () => this.reloadMeta() };
 
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+    const results = this.commitGroup(requests, now);
+    // Refusals too: a 409 tells the current offset, which must not be taken back either.
+    await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
+    return results;
+  }
+
+  /**
+   * The group's transaction and what it changes in memory. Apart from commit() so that
+   * the plan is garbage while the answers wait for the fsync: a suspended async function
+   * keeps all its locals, and a scavenge would copy the plan of every group in flight.
+   */
+  private commitGroup(requests: WriteRequest[], now: number): WriteResult[] {
     this.syncer?.check();
     const ts = Math.max(now, this.meta.lastTs);
     // On failure the whole transaction rolled back, and nothing in memory changed yet.
@@ -408,12 +456,10 @@ export class SqliteStore implements LogStore {
     const { plan, meta, terms } = written;
     this.meta = meta;
     // Each key's final row: a record the group superseded itself never needs an entry.
-    for (const [key, state] of plan.state) {
+    plan.state.forEach((state, key) => {
       if (state.value === null) this.entries.delete(key);
       else this.cache({ key, value: state.value, offset: state.offset, ts, expiresAt: state.expiresAt ?? null, term: terms[state.offset - plan.base - 1]! });
-    }
-    // Refusals too: a 409 tells the current offset, which must not be taken back either.
-    await this.durable(this.meta.head, requests.length === 1 ? 'lone commit' : 'group commit');
+    });
     return plan.results;
   }
 
@@ -424,7 +470,7 @@ export class SqliteStore implements LogStore {
     if (plan.records.length === 0) return { meta, terms: [] };
     this.appendRecords(plan.records, ts);
     if (this.compaction) for (const record of plan.records) if (record.previous) this.compaction.superseded(record.key, record.previous.offset);
-    for (const [key, state] of plan.state) this.sql.setState.run(key, state.offset, state.live ? 1 : 0, state.expiresAt ?? null);
+    this.writeState(plan.state);
     // A copy: the transaction may still roll back, leaving this.meta as it was.
     const digest = meta.digest!.copy();
     const terms = applyToDigest(digest, plan);
@@ -444,25 +490,25 @@ export class SqliteStore implements LogStore {
   }
 
   private appendRecords(records: WritePlan['records'], ts: number): void {
-    let i = 0;
-    if (records.length >= LOG_ROWS_A_STATEMENT) {
-      const args: unknown[] = new Array(5 * LOG_ROWS_A_STATEMENT);
-      for (; i + LOG_ROWS_A_STATEMENT <= records.length; i += LOG_ROWS_A_STATEMENT) {
-        for (let j = 0; j < LOG_ROWS_A_STATEMENT; j++) {
-          const record = records[i + j]!;
-          args[5 * j] = record.offset;
-          args[5 * j + 1] = record.key;
-          args[5 * j + 2] = record.op;
-          args[5 * j + 3] = record.value;
-          args[5 * j + 4] = ts;
-        }
-        this.sql.appendRun.run(args);
-      }
-    }
-    for (; i < records.length; i++) {
-      const record = records[i]!;
-      this.sql.append.run(record.offset, record.key, record.op, record.value, ts);
-    }
+    runInStatements(records, LOG_ROWS_A_STATEMENT, 5, { many: this.sql.appendRun, one: this.sql.append }, (record, args, at) => {
+      args[at] = record.offset;
+      args[at + 1] = record.key;
+      args[at + 2] = record.op;
+      args[at + 3] = record.value;
+      args[at + 4] = ts;
+    });
+  }
+
+  /** Each key's final state row, in key order (see STATE_ROWS_A_STATEMENT). */
+  private writeState(state: WritePlan['state']): void {
+    const keys = [...state.keys()].sort();
+    runInStatements(keys, STATE_ROWS_A_STATEMENT, 4, { many: this.sql.setStateRun, one: this.sql.setState }, (key, args, at) => {
+      const row = state.get(key)!;
+      args[at] = key;
+      args[at + 1] = row.offset;
+      args[at + 2] = row.live ? 1 : 0;
+      args[at + 3] = row.expiresAt ?? null;
+    });
   }
 
   /** Keeps a key's live entry, or drops the key's old one when the entry is too large to keep. */
