@@ -30,7 +30,10 @@ function decodeCursor(cursor: string): string {
 export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
   const { store, batcher, config } = services;
 
-  app.put('/v1/keys/:key', { schema: putKeySchema, bodyLimit: config.maxValueBytes + 64 * 1024 }, async (req, reply) => {
+  // The single-key routes are plain functions returning a promise, not async ones: an
+  // async handler's result is one more promise to adopt on every request. A refusal
+  // thrown before the promise is answered as a rejection would be.
+  app.put('/v1/keys/:key', { schema: putKeySchema, bodyLimit: config.maxValueBytes + 64 * 1024 }, (req, reply) => {
     const key = checkKey(req.params.key);
     const value = valueText(req.body.value, config.maxValueBytes, {}, exactBody(req.body)?.value);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
@@ -42,17 +45,18 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     });
   });
 
-  app.get('/v1/keys/:key', { schema: getKeySchema }, async (req, reply) => {
+  app.get('/v1/keys/:key', { schema: getKeySchema }, (req, reply) => {
     const key = checkKey(req.params.key);
-    const entry = await store.get(key);
-    if (!entry) throw new ApiError('not_found', 'the key has no live value');
-    reply.header('etag', etag(entry.offset));
-    // No payload at all: a 304 carries neither a body nor a Content-Length of one.
-    if (notModified(req.headers['if-none-match'], entry.offset)) return reply.code(304).send();
-    return sendJsonText(reply, keyEntryJson(entry));
+    return store.get(key).then((entry) => {
+      if (!entry) throw new ApiError('not_found', 'the key has no live value');
+      reply.header('etag', etag(entry.offset));
+      // No payload at all: a 304 carries neither a body nor a Content-Length of one.
+      if (notModified(req.headers['if-none-match'], entry.offset)) reply.code(304).send();
+      else sendJsonText(reply, keyEntryJson(entry));
+    });
   });
 
-  app.delete('/v1/keys/:key', { schema: deleteKeySchema }, async (req, reply) => {
+  app.delete('/v1/keys/:key', { schema: deleteKeySchema }, (req, reply) => {
     const key = checkKey(req.params.key);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
     return submitWrite(batcher, req, reply, [{ op: 'delete', key, ...condition }], (outcome) => {

@@ -46,13 +46,18 @@ export function valueText(value: unknown, maxBytes: number, details: Record<stri
   return text;
 }
 
-export async function submitWrite(
+/**
+ * Queues a write and sends its answer once it is durable. The promise settles after
+ * the answer is sent, with nothing: a route may return it from a plain (not async)
+ * handler, and fastify waits on it without adopting the reply as a thenable.
+ */
+export function submitWrite(
   batcher: WriteBatcher,
   request: FastifyRequest,
   reply: FastifyReply,
   ops: WriteOp[],
   render: (outcome: WriteOutcome) => Answer,
-): Promise<FastifyReply> {
+): Promise<void> {
   const key = idempotencyKey(request.headers['idempotency-key']);
   const idempotency = key && {
     key,
@@ -66,9 +71,10 @@ export async function submitWrite(
       body: exactBody(request.body) === undefined ? request.body : { exact: exactText(exactBody(request.body)) },
     }),
   };
-  const result = await batcher.submit({ ops, render, ...(idempotency ? { idempotency } : {}) });
-  if (result.replayed) reply.header('idempotent-replayed', 'true');
-  return sendAnswer(reply, result.answer);
+  return batcher.submit({ ops, render, ...(idempotency ? { idempotency } : {}) }).then((result) => {
+    if (result.replayed) reply.header('idempotent-replayed', 'true');
+    sendAnswer(reply, result.answer);
+  });
 }
 
 export function sendAnswer(reply: FastifyReply, answer: Answer): FastifyReply {

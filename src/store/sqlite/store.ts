@@ -328,8 +328,10 @@ export class SqliteStore implements LogStore {
     }
     // Cached or not, a value past its expiry is absent until its tombstone replaces it.
     if (entry && !liveAt({ offset: entry.offset, live: true, expiresAt: entry.expiresAt ?? null }, Date.now())) entry = null;
-    // Absence may be a delete not yet on disk: only the head bounds it.
-    await this.durable(entry?.offset ?? this.meta.head);
+    // Absence may be a delete not yet on disk: only the head bounds it. Awaited only
+    // when there is a wait: a read of durable data then resolves without an extra turn.
+    const waiting = this.durable(entry?.offset ?? this.meta.head);
+    if (waiting) await waiting;
     return entry;
   }
 
