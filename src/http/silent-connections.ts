@@ -6,25 +6,25 @@ import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 
-/**
- * The response a socket is answering, set by node from the request's arrival until its
- * answer is written (node's own closeIdleConnections reads it the same way): a request
- * in progress costs no listener of ours.
- */
-type HttpSocket = Socket & { _httpMessage?: object | null };
-
 export function trackConnections(server: Server): { closeSilent(): void } {
-  const open = new Set<HttpSocket>();
+  const requestsInProgress = new Map<Socket, number>();
   // Over HTTPS a request's socket is the TLS socket, which exists once the handshake is
   // done (one that never finishes it is ended by the handshake timeout, see app.ts).
   const opened = (server as unknown) instanceof TlsServer ? 'secureConnection' : 'connection';
-  server.on(opened, (socket: HttpSocket) => {
-    open.add(socket);
-    socket.once('close', () => open.delete(socket));
+  server.on(opened, (socket: Socket) => {
+    requestsInProgress.set(socket, 0);
+    socket.once('close', () => requestsInProgress.delete(socket));
+  });
+  server.on('request', (req, res) => {
+    const socket = req.socket;
+    requestsInProgress.set(socket, (requestsInProgress.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      if (requestsInProgress.has(socket)) requestsInProgress.set(socket, requestsInProgress.get(socket)! - 1);
+    });
   });
   return {
     closeSilent() {
-      for (const socket of open) if (!socket._httpMessage) socket.destroy();
+      for (const [socket, requests] of requestsInProgress) if (requests === 0) socket.destroy();
     },
   };
 }
