@@ -16,7 +16,7 @@ function run(command: string, args: string[]): void {
     execFileSync(command, args, { cwd: ROOT, stdio: 'pipe' });
   } catch (err) {
     const { stdout, stderr } = err as { stdout?: Buffer; stderr?: Buffer };
-    throw new Error(`the build for the tests failed (${[command, ...args].join(' ')}):\n${stdout ?? ''}${stderr ?? ''}`);
+    throw new Error(`the build for the tests failed (${[command, ...args].join(' ')}):\n${stdout ?? ''}${stderr ?? ''}`, { cause: err });
   }
 }
 
