@@ -57,8 +57,9 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: [...POSTGRES_ONLY, ...SLOW],
           env: { STATELOG_TEST_STORE: 'sqlite' },
-          // The dashboard, built once for test/ui.
-          globalSetup: ['test/support/ui-global-setup.ts'],
+          // The server and the CLI compiled once for the child processes (both projects);
+          // the dashboard, built once for test/ui.
+          globalSetup: ['test/support/build-global-setup.ts', 'test/support/ui-global-setup.ts'],
         },
       },
       {
@@ -68,7 +69,7 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: [...SQLITE_ONLY, ...STORE_FREE],
           env: { STATELOG_TEST_STORE: 'postgres' },
-          globalSetup: ['test/support/pg-global-setup.ts'],
+          globalSetup: ['test/support/build-global-setup.ts', 'test/support/pg-global-setup.ts'],
         },
       },
     ],

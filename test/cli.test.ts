@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { StateMirror, StatelogClient, type ResetEvent } from '@statelog/client';
 import { startApp, TEST_STORE, type TestApp } from './support/helpers.js';
-import { cli } from './support/cli.js';
+import { cli, NODE_ARGS } from './support/cli.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -84,7 +84,7 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
 
   it('tails the change stream as JSON lines', async () => {
     await cli(['put', 'before', '1'], env);
-    const tail = spawn(process.execPath, ['--conditions=@statelog/source', '--import', 'tsx', 'src/cli.ts', 'tail', '--prefix', 'live/'], {
+    const tail = spawn(process.execPath, [...NODE_ARGS, 'tail', '--prefix', 'live/'], {
       cwd: ROOT,
       env: { ...process.env, ...env },
     });

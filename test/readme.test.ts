@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_ENTRY } from './support/build-global-setup.js';
 import { startServer, type ListeningServer } from './support/child-server.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -85,10 +86,10 @@ describe('the README', () => {
       work = mkdtempSync(join(tmpdir(), 'statelog-readme-'));
       const db = join(work, 'data', 'statelog.db');
       server = await startServer({ STATELOG_DB: db });
-      // The `statelog` command, as `npm link` installs it, run from the sources.
+      // The `statelog` command, as `npm link` installs it.
       const bin = join(work, 'bin');
       mkdirSync(bin);
-      writeFileSync(join(bin, 'statelog'), `#!/bin/sh\nexec "${join(ROOT, 'node_modules/.bin/tsx')}" --conditions=@statelog/source "${join(ROOT, 'src/cli.ts')}" "$@"\n`);
+      writeFileSync(join(bin, 'statelog'), `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, CLI_ENTRY)}" "$@"\n`);
       chmodSync(join(bin, 'statelog'), 0o755);
       env = {
         PATH: `${bin}:${process.env.PATH}`,

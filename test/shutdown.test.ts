@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { SERVER_ENTRY } from './support/build-global-setup.js';
 import { tempDir, testStore, type TestStore } from './support/helpers.js';
 import { SseClient } from './support/stream-clients.js';
 
@@ -24,7 +25,7 @@ beforeAll(async () => {
   database = await testStore(dir);
   // Larger than the socket buffers, so that a reader that stops reading holds the stream.
   await database.seedLiveKeys({ count: 100_000, value: (i) => JSON.stringify({ n: i, pad: 'x'.repeat(250) }) });
-  child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  child = spawn(process.execPath, [SERVER_ENTRY], {
     env: { ...process.env, ...database.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'debug', STATELOG_SYNC: 'normal' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

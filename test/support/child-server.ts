@@ -1,4 +1,4 @@
-// The real server process (src/server.ts through tsx, as `npm start` runs it compiled),
+// The real server process, compiled as `npm start` runs it (test/support/build-global-setup.ts),
 // for tests of what only a process shows: start-up, logs, signals, exit codes, crashes.
 // The launcher is harness/server-process.ts, shared with the benchmarks; these are its
 // test defaults: a clean environment, quiet and quick.
@@ -14,6 +14,7 @@ import {
   type ListeningServer as Listening,
   type ServerProcess,
 } from '../../harness/server-process.js';
+import { SERVER_ENTRY } from './build-global-setup.js';
 import { testStore, type TestStore } from './store-access.js';
 
 export type { Exit };
@@ -26,12 +27,12 @@ const QUIET = { STATELOG_COMPACT_INTERVAL_MS: '0', STATELOG_MAX_EVENT_LOOP_DELAY
 
 /** Starts the server with only PATH and `env` (plus the quiet defaults) in its environment. */
 export function runServer(env: Record<string, string>): ChildServer {
-  return launchServer({ env: { PORT: '0', LOG_LEVEL: 'info', ...QUIET, ...env } });
+  return launchServer({ entry: SERVER_ENTRY, env: { PORT: '0', LOG_LEVEL: 'info', ...QUIET, ...env } });
 }
 
 /** Starts the server and waits until it has logged that it listens. */
 export function startServer(env: Record<string, string>, timeoutMs = 20_000): Promise<ListeningServer> {
-  return startProcess({ env: { LOG_LEVEL: 'info', ...QUIET, ...env }, timeoutMs, readyLine: LISTENING_LINE });
+  return startProcess({ entry: SERVER_ENTRY, env: { LOG_LEVEL: 'info', ...QUIET, ...env }, timeoutMs, readyLine: LISTENING_LINE });
 }
 
 /** startServer, named for the tests that use its base URL. */
@@ -59,7 +60,7 @@ export interface KillableServer {
  * resolves once /healthz has answered (which the log at warn does not show).
  */
 export async function startChildServer(env: Record<string, string>, timeoutMs = 30_000): Promise<KillableServer> {
-  const server = await startProcess({ env: { LOG_LEVEL: 'warn', ...env }, timeoutMs });
+  const server = await startProcess({ entry: SERVER_ENTRY, env: { LOG_LEVEL: 'warn', ...env }, timeoutMs });
   while (!(await fetch(`${server.url}/healthz`).then((res) => res.ok, () => false))) {
     await new Promise((resolve) => setTimeout(resolve, 25));
   }

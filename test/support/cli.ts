@@ -1,6 +1,8 @@
-// Runs the statelog command as a child process, as a shell user would.
+// Runs the statelog command as a child process, as a shell user would: its compiled
+// JavaScript, as `npm link` installs it (built by test/support/build-global-setup.ts).
 import { execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { CLI_ENTRY } from './build-global-setup.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -14,7 +16,7 @@ export function cli(args: string[], env: Record<string, string> = {}, input?: st
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
-      ['--conditions=@statelog/source', '--import', 'tsx', 'src/cli.ts', ...args],
+      [CLI_ENTRY, ...args],
       { cwd: ROOT, env: { ...process.env, ...env }, timeout: 20_000 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
@@ -26,7 +28,7 @@ export function cli(args: string[], env: Record<string, string> = {}, input?: st
   });
 }
 
-const NODE_ARGS = ['--conditions=@statelog/source', '--import', 'tsx', 'src/cli.ts'];
+export const NODE_ARGS = [CLI_ENTRY];
 
 /**
  * Runs `statelog ARGS | READER` in bash: the command's own exit code (not the
