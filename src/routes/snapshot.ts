@@ -1,6 +1,8 @@
 // GET /v1/snapshot: every live key at one offset, as NDJSON. The snapshot is spooled
-// whole first (feed/snapshot-spool.ts), then its bytes are sent from the spool as fast
-// as the client reads and no faster, with the trailer after them.
+// (feed/snapshot-spool.ts) and its bytes are sent from the spool as fast as the client
+// reads and no faster, with the trailer after them. The answer starts before the spool
+// is complete: a spool that fails after that (no room, a database error, shutdown) cuts
+// the stream, so the trailer is missing, as the contract tells clients to expect.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkPrefix } from '../contract/key-rules.js';
 import { pullStream } from '../http/pull-stream.js';
