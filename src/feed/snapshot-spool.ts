@@ -46,10 +46,12 @@ export interface SpooledSnapshot extends SnapshotReader {
   digestHex(): string;
   /**
    * The spooled text's next piece, of at most READ_BYTES bytes, cut anywhere (even inside
-   * a line); null at the end. Waits for the spooling when it has caught up with it, and
+   * a line, or a character); null at the end. Waits for the spooling when it has caught up with it, and
    * throws if the spooling failed. Not to be mixed with nextJson on one snapshot.
    */
   nextText(): Promise<string | null>;
+  /** Like nextText, as bytes read into `buffer`: how many, 0 at the end. */
+  readInto(buffer: Buffer): Promise<number>;
 }
 
 export interface SpoolOptions {
@@ -183,21 +185,26 @@ class Spooled implements SpooledSnapshot {
   }
 
   async nextText(): Promise<string | null> {
+    // One buffer, read into again and again: the string owns its copy. Fresh buffers
+    // would be external memory that, with little else allocated, waits long for a GC.
+    this.buffer ??= Buffer.allocUnsafe(READ_BYTES);
+    const bytes = await this.readInto(this.buffer);
+    return bytes === 0 ? null : this.decoder.write(this.buffer.subarray(0, bytes));
+  }
+
+  async readInto(buffer: Buffer): Promise<number> {
     for (;;) {
       if (this.closed) throw new Error('the snapshot is closed');
       if (this.failure) throw this.failure.err;
       if (this.position < this.written) break;
-      if (this.done) return null;
+      if (this.done) return 0;
       await new Promise<void>((resolve) => (this.waiting = resolve));
     }
-    // One buffer, read into again and again: the string owns its copy. Fresh buffers
-    // would be external memory that, with little else allocated, waits long for a GC.
-    this.buffer ??= Buffer.allocUnsafe(READ_BYTES);
-    const { bytesRead } = await this.file.read(this.buffer, 0, Math.min(READ_BYTES, this.written - this.position), this.position);
+    const { bytesRead } = await this.file.read(buffer, 0, Math.min(buffer.length, this.written - this.position), this.position);
     if (bytesRead === 0) throw new Error('the snapshot spool ended early');
     if (this.closed) throw new Error('the snapshot is closed');
     this.position += bytesRead;
-    return this.decoder.write(this.buffer.subarray(0, bytesRead));
+    return bytesRead;
   }
 
   async nextJson(shape: SnapshotShape, max: number, maxChars = Number.POSITIVE_INFINITY): Promise<string[]> {

@@ -16,6 +16,7 @@ const TEXT_CHUNKS_AHEAD = 3;
  */
 const FILL_ROWS = 1000;
 const FILL_CHARS = 64 * 1024;
+const WORKER_YOUNG_MB = 2;
 
 // Plain CommonJS, so that it runs the same under tsx and from dist/. Pages are the
 // live-key query of sql.ts (liveJsonSql): after the first page, the next one starts at
@@ -170,6 +171,9 @@ export class SnapshotWorker {
       eval: true,
       workerData: { path, driver, sql, metaSql: META_SQL, chunkBytes: TEXT_CHUNK_BYTES, chunksAhead: TEXT_CHUNKS_AHEAD, fillRows: FILL_ROWS, fillChars: FILL_CHARS },
       execArgv: [],
+      // Its garbage is pages of strings, dead once written into a buffer: a small young
+      // generation collects them as well and keeps the thread's memory small.
+      resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB },
     });
     // Never what keeps the process alive.
     this.worker.unref();
