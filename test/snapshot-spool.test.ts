@@ -1,10 +1,13 @@
 // The snapshot spool's own edges, through GET /v1/snapshot on either store: lines that
 // straddle its write buffers and a value larger than one, multi-byte keys cut anywhere
 // by the chunks sent, the digest of a filtered snapshot summed while spooling, and the
-// spool budget refusing a snapshot before any byte, then giving its bytes back.
+// spool budget refusing a snapshot before any byte, or cutting one already answered,
+// then giving its bytes back.
+import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { digestHex, digestOf } from '../src/contract/digest.js';
 import { json, startApp, type TestApp } from './support/helpers.js';
+import { baseUrl } from './support/stream-clients.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {
@@ -68,6 +71,31 @@ describe('the snapshot spool', () => {
     expect(refused.headers['retry-after']).toBe('1');
     expect(refused.body).toMatchObject({ error: { code: 'unavailable' } });
     // What the refused spool had taken is free again: a smaller snapshot fits.
+    const small = await snapshotLines(t, 'a/é001');
+    expect(small.trailer).toMatchObject({ end: true, count: 100 });
+  });
+
+  it('cuts a snapshot already answered when its spool then passes STATELOG_SPOOL_MAX_BYTES: no last line, and the bytes come back', async () => {
+    // The answer starts once 4 MiB are spooled: a budget of 5 MiB runs out after that.
+    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(5 * 1024 * 1024) });
+    await fill(t, 16_000, 'a');
+    const cut = await new Promise<{ status: number; text: string; complete: boolean }>((resolve, reject) => {
+      const request = http.get(`${baseUrl(t!.app)}/v1/snapshot`, { agent: false }, (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (text += chunk));
+        const done = () => resolve({ status: response.statusCode!, text, complete: response.complete });
+        response.on('end', done);
+        response.on('error', done);
+        response.on('aborted', done);
+      });
+      request.on('error', reject);
+    });
+    expect(cut.status).toBe(200);
+    expect(cut.complete).toBe(false);
+    expect(cut.text.length).toBeGreaterThan(0);
+    expect(cut.text).not.toContain('"end":true');
+    // What the cut spool had taken is free again.
     const small = await snapshotLines(t, 'a/é001');
     expect(small.trailer).toMatchObject({ end: true, count: 100 });
   });

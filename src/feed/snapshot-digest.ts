@@ -22,6 +22,14 @@ export class SnapshotDigest {
     }
   }
 
+  /** Takes UTF-8 text of whole lines, each ended by a newline. */
+  addText(text: Uint8Array): void {
+    if (this.whole) return;
+    const lines = Buffer.from(text.buffer, text.byteOffset, text.length).toString('utf8').split('\n');
+    lines.pop();
+    this.add(lines);
+  }
+
   hex(): string {
     return digestHex(this.whole ? this.reader.digest : this.sum);
   }

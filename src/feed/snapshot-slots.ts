@@ -18,8 +18,8 @@ export class SnapshotSlots extends Slots {
   }
 
   /**
-   * Opens a snapshot in a slot, spooled whole before this resolves, or throws 429 (no
-   * slot) or 503 (no room to spool); `release` gives the slot back (once).
+   * Opens a snapshot in a slot, its spooling started (see spoolSnapshot), or throws 429
+   * (no slot) or 503 (no room to spool); `release` gives the slot back (once).
    */
   async open(
     store: LogStore,

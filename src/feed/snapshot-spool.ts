@@ -1,9 +1,15 @@
-// A snapshot read at the database's speed into a spool file, then served from the file
-// at the reader's speed. The store's read transaction (which on SQLite keeps checkpoints
+// A snapshot read at the database's speed into a spool file, and served from the file at
+// the reader's speed. The store's read transaction (which on SQLite keeps checkpoints
 // from passing it, so the WAL grows, and on PostgreSQL holds back vacuum) lasts only as
 // long as reading the database, whatever the client does. The file is unlinked as soon
 // as it is made: the space is the kernel's to give back when the file is closed, even if
 // the process is killed, and nothing is ever left to clean up at start-up.
+//
+// The answer starts once the first START_BYTES are spooled (or all of it, if less), and
+// the reader then follows the spooling. A snapshot that fits in START_BYTES is refused
+// with 503 before any byte when the spool budget or the disk has no room; a larger one
+// that fails later (budget, disk, database, shutdown) is cut short without its last line,
+// which is how every reader tells an incomplete snapshot.
 import { randomUUID } from 'node:crypto';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -29,18 +35,23 @@ const WRITE_BYTES = 1024 * 1024;
  * large-object threshold, so it is freed young once the socket has it.
  */
 const READ_BYTES = 64 * 1024;
+/** Bytes spooled before the answer starts (see above). */
+const START_BYTES = 4 * 1024 * 1024;
 
 /** A spooled snapshot: its lines, or its text as it is (see nextText). */
 export interface SpooledSnapshot extends SnapshotReader {
-  /** The lines spooled. */
+  /** The lines spooled; whole once nextText or nextJson has come to the end. */
   readonly count: number;
   /** The digest of the keys spooled (asked for with the `digest` option), 16 hex digits. */
   digestHex(): string;
   /**
    * The spooled text's next piece, of at most READ_BYTES bytes, cut anywhere (even inside
-   * a line); null at the end. Not to be mixed with nextJson on one snapshot.
+   * a line, or a character); null at the end. Waits for the spooling when it has caught up with it, and
+   * throws if the spooling failed. Not to be mixed with nextJson on one snapshot.
    */
   nextText(): Promise<string | null>;
+  /** Like nextText, as bytes read into `buffer`: how many, 0 at the end. */
+  readInto(buffer: Buffer): Promise<number>;
 }
 
 export interface SpoolOptions {
@@ -77,10 +88,10 @@ function isNoSpace(err: unknown): boolean {
 }
 
 /**
- * Copies the whole of `reader` (its lines in `shape`) into a spool file in `dir`, closes
- * the reader, and returns a reader of the copy. Throws 503 `unavailable` when the budget
- * or the disk has no room, or once `signal` aborts (shutdown); the store's reader is
- * closed however this ends.
+ * Spools the whole of `reader` (its lines in `shape`) into a spool file in `dir` and
+ * returns a reader of the copy once its first START_BYTES are written; the spooling goes
+ * on behind it. Throws 503 `unavailable` when the budget or the disk has no room, or once
+ * `signal` aborts (shutdown), before that; the store's reader is closed however this ends.
  */
 export async function spoolSnapshot(
   reader: SnapshotReader,
@@ -89,109 +100,111 @@ export async function spoolSnapshot(
   budget: SpoolBudget,
   options: SpoolOptions = {},
 ): Promise<SpooledSnapshot> {
-  const { signal } = options;
   const path = join(dir, `.statelog-spool-${randomUUID()}`);
-  let file: FileHandle | null = null;
-  let bytes = 0;
-  let count = 0;
-  const digest = options.digest ? new SnapshotDigest(reader, options.digest.whole) : null;
-  let buffer = Buffer.allocUnsafe(WRITE_BYTES);
-  let spare = Buffer.allocUnsafe(WRITE_BYTES);
-  let filled = 0;
-  /** The write in flight, if any: awaited before its buffer is filled again. */
-  let writing: Promise<void> | null = null;
-  let failed: { err: unknown } | null = null;
-  const written = async (): Promise<void> => {
-    await writing;
-    if (failed) throw failed.err;
-  };
-  const write = async (chunk: Buffer): Promise<void> => {
-    if (!budget.take(chunk.length)) {
-      throw databaseUnavailable(
-        `snapshots being served already take the disk space they may (STATELOG_SPOOL_MAX_BYTES, ${budget.maxBytes} bytes); retry later`,
-      );
-    }
-    const at = bytes;
-    bytes += chunk.length;
-    await written();
-    // Its failure is kept at once, not left as a rejection nobody handles until awaited.
-    writing = file!.write(chunk, 0, chunk.length, at).then(
-      () => {},
-      (err: unknown) => void (failed = { err }),
-    );
-  };
-  const flush = async (): Promise<void> => {
-    if (filled === 0) return;
-    await write(buffer.subarray(0, filled));
-    [buffer, spare] = [spare, buffer];
-    filled = 0;
-  };
+  let file: FileHandle;
   try {
     file = await open(path, 'w+', 0o600);
-    await unlink(path);
-    for (;;) {
-      if (signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
-      const lines = await reader.nextJson(shape, FILL_ROWS, FILL_CHARS);
-      if (lines.length === 0) break;
-      count += lines.length;
-      digest?.add(lines);
-      const text = `${lines.join('\n')}\n`;
-      const length = Buffer.byteLength(text);
-      if (filled + length > buffer.length) await flush();
-      if (length > buffer.length) await write(Buffer.from(text));
-      else filled += buffer.write(text, filled);
-      // The store's reads are synchronous (SQLite): other requests get a turn between pages.
-      await new Promise(setImmediate);
-    }
-    await flush();
-    await written();
   } catch (err) {
-    await writing;
-    budget.give(bytes);
-    await file?.close();
-    throw isNoSpace(err) ? databaseUnavailable('no disk space to spool the snapshot; retry later') : err;
-  } finally {
     reader.close();
+    throw isNoSpace(err) ? noSpace() : err;
   }
-  return new Spooled(reader.offset, reader.epoch, reader.digest, shape, file!, bytes, count, digest, () => budget.give(bytes));
+  const spooled = new Spooled(reader, shape, file, budget, options);
+  spooled.spool(path);
+  try {
+    await spooled.started;
+  } catch (err) {
+    spooled.close();
+    throw err;
+  }
+  return spooled;
 }
 
+const noSpace = (): ApiError => databaseUnavailable('no disk space to spool the snapshot; retry later');
+
 class Spooled implements SpooledSnapshot {
+  readonly offset: number;
+  readonly epoch: string;
+  readonly digest: bigint;
+  /** Resolves once the answer may start; rejects if the spooling failed before. */
+  readonly started: Promise<void>;
+  count = 0;
+  /** Bytes in the file, and taken from the budget (a write in flight included). */
+  private written = 0;
+  private taken = 0;
+  private done = false;
+  private failure: { err: unknown } | null = null;
+  /** Whether the spooling still runs (the file is closed only once it has stopped). */
+  private spooling = true;
+  private closed = false;
+  /** The reader's wait for more to be spooled. */
+  private waiting: (() => void) | null = null;
+  private onStart!: { resolve(): void; reject(err: unknown): void };
+  private readonly spooledDigest: SnapshotDigest | null;
   private position = 0;
   private pending = '';
   private start = 0;
   private readonly decoder = new StringDecoder('utf8');
   private buffer: Buffer | null = null;
-  private closed = false;
 
   constructor(
-    readonly offset: number,
-    readonly epoch: string,
-    readonly digest: bigint,
+    private readonly reader: SnapshotReader,
     private readonly shape: SnapshotShape,
     private readonly file: FileHandle,
-    private readonly size: number,
-    readonly count: number,
-    private readonly spooledDigest: SnapshotDigest | null,
-    private readonly onClose: () => void,
-  ) {}
+    private readonly budget: SpoolBudget,
+    private readonly options: SpoolOptions,
+  ) {
+    this.offset = reader.offset;
+    this.epoch = reader.epoch;
+    this.digest = reader.digest;
+    this.spooledDigest = options.digest ? new SnapshotDigest(reader, options.digest.whole) : null;
+    this.started = new Promise((resolve, reject) => (this.onStart = { resolve, reject }));
+  }
 
   digestHex(): string {
     if (!this.spooledDigest) throw new Error('the snapshot was spooled without its digest');
     return this.spooledDigest.hex();
   }
 
+  /** Runs the spooling to its end (or failure, or close); `path` is unlinked first. */
+  spool(path: string): void {
+    void (async () => {
+      try {
+        await unlink(path);
+        if (this.reader.nextChunk) await this.spoolChunks(this.reader.nextChunk.bind(this.reader));
+        else await this.spoolLines();
+        this.done = true;
+      } catch (err) {
+        this.failure = { err: isNoSpace(err) ? noSpace() : err };
+      } finally {
+        this.reader.close();
+        this.spooling = false;
+        this.moved();
+        this.release();
+      }
+    })();
+  }
+
   async nextText(): Promise<string | null> {
-    if (this.closed) throw new Error('the snapshot is closed');
-    if (this.position >= this.size) return null;
     // One buffer, read into again and again: the string owns its copy. Fresh buffers
     // would be external memory that, with little else allocated, waits long for a GC.
     this.buffer ??= Buffer.allocUnsafe(READ_BYTES);
-    const { bytesRead } = await this.file.read(this.buffer, 0, Math.min(READ_BYTES, this.size - this.position), this.position);
+    const bytes = await this.readInto(this.buffer);
+    return bytes === 0 ? null : this.decoder.write(this.buffer.subarray(0, bytes));
+  }
+
+  async readInto(buffer: Buffer): Promise<number> {
+    for (;;) {
+      if (this.closed) throw new Error('the snapshot is closed');
+      if (this.failure) throw this.failure.err;
+      if (this.position < this.written) break;
+      if (this.done) return 0;
+      await new Promise<void>((resolve) => (this.waiting = resolve));
+    }
+    const { bytesRead } = await this.file.read(buffer, 0, Math.min(buffer.length, this.written - this.position), this.position);
     if (bytesRead === 0) throw new Error('the snapshot spool ended early');
     if (this.closed) throw new Error('the snapshot is closed');
     this.position += bytesRead;
-    return this.decoder.write(this.buffer.subarray(0, bytesRead));
+    return bytesRead;
   }
 
   async nextJson(shape: SnapshotShape, max: number, maxChars = Number.POSITIVE_INFINITY): Promise<string[]> {
@@ -202,8 +215,10 @@ class Spooled implements SpooledSnapshot {
     while (lines.length < max && (lines.length === 0 || chars < maxChars)) {
       const end = this.pending.indexOf('\n', this.start);
       if (end < 0) {
-        if (this.position >= this.size) break;
-        await this.fill();
+        const text = await this.nextText();
+        if (text === null) break;
+        this.pending = this.pending.slice(this.start) + text;
+        this.start = 0;
         continue;
       }
       const line = this.pending.slice(this.start, end);
@@ -217,14 +232,100 @@ class Spooled implements SpooledSnapshot {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.onClose();
-    // A read in flight fails on the closed handle; the stream is being torn down then.
-    void this.file.close().catch(() => {});
+    // The spooling stops at its next step; the file goes once it has.
+    this.moved();
+    this.release();
   }
 
-  private async fill(): Promise<void> {
-    const text = await this.nextText();
-    this.pending = this.pending.slice(this.start) + (text ?? '');
-    this.start = 0;
+  /** Text rendered by the store, written as it comes: the store makes the next meanwhile. */
+  private async spoolChunks(next: (shape: SnapshotShape) => Promise<{ text: Uint8Array; count: number }>): Promise<void> {
+    for (;;) {
+      this.check();
+      const { text, count } = await next(this.shape);
+      if (count === 0) break;
+      this.spooledDigest?.addText(text);
+      // The text is the store's again at the next call: written before that.
+      await this.write(text);
+      this.count += count;
+    }
+  }
+
+  /** Lines gathered into large writes, each overlapping the reading of the next pages. */
+  private async spoolLines(): Promise<void> {
+    let buffer = Buffer.allocUnsafe(WRITE_BYTES);
+    let spare = Buffer.allocUnsafe(WRITE_BYTES);
+    let filled = 0;
+    let writing: Promise<void> = Promise.resolve();
+    const flush = async (): Promise<void> => {
+      if (filled === 0) return;
+      await writing;
+      writing = this.write(buffer.subarray(0, filled));
+      // Its failure is kept by the promise, awaited before the next write or at the end.
+      writing.catch(() => {});
+      [buffer, spare] = [spare, buffer];
+      filled = 0;
+    };
+    try {
+      for (;;) {
+        this.check();
+        const lines = await this.reader.nextJson(this.shape, FILL_ROWS, FILL_CHARS);
+        if (lines.length === 0) break;
+        this.count += lines.length;
+        this.spooledDigest?.add(lines);
+        const text = `${lines.join('\n')}\n`;
+        const length = Buffer.byteLength(text);
+        if (filled + length > buffer.length) await flush();
+        if (length > buffer.length) {
+          await writing;
+          writing = this.write(Buffer.from(text));
+          writing.catch(() => {});
+        } else filled += buffer.write(text, filled);
+        // The store's reads may be synchronous (SQLite): other requests get a turn between pages.
+        await new Promise(setImmediate);
+      }
+      await flush();
+    } finally {
+      await writing.catch(() => {});
+    }
+    await writing;
+  }
+
+  private check(): void {
+    if (this.closed) throw new Error('the snapshot is closed');
+    if (this.options.signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
+  }
+
+  /** Appends `chunk` to the file, within the budget. */
+  private async write(chunk: Uint8Array): Promise<void> {
+    if (!this.budget.take(chunk.length)) {
+      throw databaseUnavailable(
+        `snapshots being served already take the disk space they may (STATELOG_SPOOL_MAX_BYTES, ${this.budget.maxBytes} bytes); retry later`,
+      );
+    }
+    this.taken += chunk.length;
+    let at = 0;
+    while (at < chunk.length) {
+      const { bytesWritten } = await this.file.write(chunk, at, chunk.length - at, this.written + at);
+      at += bytesWritten;
+    }
+    this.written += chunk.length;
+    this.moved();
+  }
+
+  /** Wakes the reader waiting for the spool, and starts the answer once it may. */
+  private moved(): void {
+    if (this.failure) this.onStart.reject(this.failure.err);
+    else if (this.done || this.written >= START_BYTES) this.onStart.resolve();
+    const waiting = this.waiting;
+    this.waiting = null;
+    waiting?.();
+  }
+
+  private release(): void {
+    if (!this.closed || this.spooling) return;
+    this.budget.give(this.taken);
+    this.taken = 0;
+    // A read in flight fails on the closed handle; the stream is being torn down then.
+    void this.file.close().catch(() => {});
   }
 }

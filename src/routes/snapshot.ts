@@ -1,13 +1,23 @@
 // GET /v1/snapshot: every live key at one offset, as NDJSON. The snapshot is spooled
-// whole first (feed/snapshot-spool.ts), then its bytes are sent from the spool as fast
-// as the client reads and no faster, with the trailer after them.
+// (feed/snapshot-spool.ts) and its bytes are sent from the spool as fast as the client
+// reads and no faster, with the trailer after them. The answer starts before the spool
+// is complete: a spool that fails after that (no room, a database error, shutdown) cuts
+// the stream, so the trailer is missing, as the contract tells clients to expect.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkPrefix } from '../contract/key-rules.js';
 import { pullStream } from '../http/pull-stream.js';
+import { SocketBuffers } from '../http/socket-buffers.js';
 import { snapshotSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../feed/snapshot-slots.js';
 import type { SpooledSnapshot } from '../feed/snapshot-spool.js';
+
+/**
+ * Chunks sent from the spool: few enough bytes each that the stream's buffer (64 KiB)
+ * holds one, and enough buffers that one is used again only long after its bytes left.
+ */
+const SEND_BYTES = 64 * 1024;
+const SEND_BUFFERS = 8;
 
 /** The last line: without it a client knows the stream was cut short. */
 function trailer(reader: SpooledSnapshot): string {
@@ -32,13 +42,14 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const cut = (): void => void reply.raw.destroy();
     lifecycle.shutdown.addEventListener('abort', cut, { once: true });
 
+    const buffers = new SocketBuffers(req.raw.socket, SEND_BUFFERS, SEND_BYTES);
     const stream = pullStream(
       async () => {
         if (ended) return null;
-        // The spooled text as it is: one file read and one socket write a chunk, however
-        // many lines it holds.
-        const text = await reader.nextText();
-        if (text !== null) return text;
+        // The spooled bytes as they are: one file read and one socket write a chunk,
+        // however many lines it holds.
+        const bytes = await reader.readInto(buffers.next());
+        if (bytes > 0) return buffers.sent(bytes);
         ended = true;
         return trailer(reader);
       },

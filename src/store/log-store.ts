@@ -210,7 +210,8 @@ export type SnapshotShape = 'entry' | 'record';
 
 /**
  * A point-in-time view of the live keys at `offset`, read page by page. Writers are not
- * blocked while it is open; close() releases it at once.
+ * blocked while it is open; close() releases it (on SQLite, its worker thread a message
+ * later).
  */
 export interface SnapshotReader {
   readonly offset: number;
@@ -225,7 +226,18 @@ export interface SnapshotReader {
    * mistaken for a finished one.
    */
   nextJson(shape: SnapshotShape, max: number, maxChars?: number): Promise<string[]>;
+  /**
+   * Optional, for a store that renders on another thread: the next live keys' lines as
+   * UTF-8, each ended by a newline, and how many; a count of 0 means the end. The text is
+   * the caller's until its next call. Not to be mixed with nextJson on one reader.
+   */
+  nextChunk?(shape: SnapshotShape): Promise<SnapshotText>;
   close(): void;
+}
+
+export interface SnapshotText {
+  text: Uint8Array;
+  count: number;
 }
 
 /** What a compaction run may remove; fixed when the run starts. */

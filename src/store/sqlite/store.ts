@@ -12,6 +12,7 @@ import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, 
 import { migrate } from './migrations.js';
 import { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
+import { SnapshotWorker } from './snapshot-worker.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { WriteRoom } from '../unavailable.js';
@@ -189,6 +190,8 @@ export class SqliteStore implements LogStore {
   private readonly lock: ProcessLock | null = null;
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
   private checkpointer: SqliteCheckpointer | null = null;
+  /** The snapshots' worker thread (snapshot-worker.ts), until close. */
+  private snapshotWorker: SnapshotWorker | null = null;
   /** The write path's transaction, wrapped once: db.transaction() builds its wrappers on every call. */
   private readonly writeGroup: (requests: WriteRequest[], ts: number, now: number) => { plan: WritePlan; meta: Meta; terms: (Term | null)[] };
   /** The committed state a group is planned from: the entry cache, else the tables. */
@@ -298,6 +301,9 @@ export class SqliteStore implements LogStore {
     // A log opened with a large backlog is about to be compacted: the checkpointer's
     // thread starts now (a burst of CPU), not during the run.
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
+    // Started now, so that a snapshot opens at the head as its request finds it, not a
+    // thread's start-up later.
+    if (options.path !== ':memory:') this.snapshotWorker = new SnapshotWorker(options.path);
   }
 
   readonly appliesBeforeReturning = true;
@@ -394,7 +400,8 @@ export class SqliteStore implements LogStore {
 
   async openSnapshot(prefix: string): Promise<SnapshotReader> {
     if (!this.db.open) throw new Error('the store is closed');
-    const snapshot = new SqliteSnapshot(this.path, prefix, (closed) => this.snapshots.delete(closed));
+    if (!this.snapshotWorker?.usable) this.snapshotWorker = new SnapshotWorker(this.path);
+    const snapshot = await SqliteSnapshot.open(this.snapshotWorker, prefix, (closed) => this.snapshots.delete(closed));
     this.snapshots.add(snapshot);
     try {
       await this.durable(snapshot.offset);
@@ -625,6 +632,9 @@ export class SqliteStore implements LogStore {
     if (this.syncer) await this.syncer.close();
     for (const snapshot of this.snapshots) snapshot.close();
     this.checkpointer?.close();
+    // Its read transactions end before the checkpoint, which would wait for them.
+    const snapshotsClosed = this.snapshotWorker?.close();
+    if (snapshotsClosed) await snapshotsClosed;
     this.db.pragma('wal_checkpoint(TRUNCATE)');
     this.db.close();
     this.lock?.release();
