@@ -1,6 +1,11 @@
 // The store's live-key pages: JSON rendered by SQLite must be exactly what render.ts
 // renders, pages must walk every key once in byte order, and a closed reader must say so.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../harness/server-process.js';
 import { entryJson, recordJson } from '../src/contract/render.js';
 import { startApp, type TestApp } from './support/helpers.js';
 import { baseUrl, writeBatch } from './support/stream-clients.js';
@@ -17,6 +22,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.close();
 });
+
+const run = (command: string, args: string[]) =>
+  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(command, args, { cwd: ROOT, timeout: 20_000 }, (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
+  });
 
 const byteOrder = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
@@ -54,6 +64,49 @@ describe('SnapshotReader.nextJson', () => {
     const pages = await readAll('a/', 100, 1);
     expect(pages.every((p) => p.length === 1)).toBe(true);
     expect(pages.length).toBe(keys.filter((k) => k.startsWith('a/')).length);
+  });
+
+  it('walks every key once when the page limits change from page to page (the page read ahead is read again)', async () => {
+    const expected = keys.filter((k) => k.startsWith('a/')).sort(byteOrder);
+    const reader = await t.app.services.store.openSnapshot('a/');
+    const seen: string[] = [];
+    const limits: [number, number | undefined][] = [[1, undefined], [3, undefined], [3, 1], [2, undefined], [1, undefined], [100, undefined]];
+    for (let i = 0; ; i++) {
+      const [max, maxChars] = limits[i % limits.length]!;
+      const page = await reader.nextJson(i % 2 ? 'record' : 'entry', max, maxChars);
+      if (page.length === 0) break;
+      seen.push(...page.map((line) => JSON.parse(line).key));
+    }
+    reader.close();
+    expect(seen).toEqual(expected);
+  });
+
+  it('keeps a process that reads a snapshot alive until it is done, and lets it exit after', async () => {
+    // The snapshots' worker thread must not be what keeps a process running, nor let it
+    // end while a page or the store's close is awaited (node exits 13 then).
+    const dir = mkdtempSync(join(tmpdir(), 'statelog-snapshot-exit-'));
+    try {
+      const script = join(dir, 'read.mts');
+      writeFileSync(
+        script,
+        `import { fillLog } from ${JSON.stringify(join(ROOT, 'harness/fill-log.ts'))};
+import { SqliteStore } from ${JSON.stringify(join(ROOT, 'src/store/sqlite/store.ts'))};
+const path = ${JSON.stringify(join(dir, 'db.sqlite'))};
+fillLog(path, { records: 30, keys: 3 });
+const store = new SqliteStore({ path, sync: 'normal', idempotencyTtlMs: 1000 });
+const reader = await store.openSnapshot('');
+let lines = 0;
+for (let page = await reader.nextJson('entry', 1); page.length > 0; page = await reader.nextJson('entry', 1)) lines += page.length;
+reader.close();
+await store.close();
+console.log('read', lines);
+`,
+      );
+      const { code, stdout, stderr } = await run(process.execPath, ['--import', 'tsx', script]);
+      expect({ code, stdout: stdout.trim() }, stderr).toEqual({ code: 0, stdout: 'read 3' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('throws once closed rather than look finished', async () => {

@@ -95,7 +95,7 @@ function handle(message) {
       // same committed state.
       db.exec('BEGIN');
       const meta = db.prepare(metaSql).get();
-      snapshots.set(id, { db, prefix: message.prefix, upper: message.upper, lastKey: null, statements: {}, free: [], carry: null, done: false });
+      snapshots.set(id, { db, prefix: message.prefix, upper: message.upper, lastKey: null, statements: {}, free: [], carry: null, done: false, ahead: null });
       post({ id, meta });
     } catch (err) {
       db.close();
@@ -113,7 +113,29 @@ function handle(message) {
   if (message.op === 'text' && s && s.done) return;
   if (!s || !s.db.open) throw new Error('the snapshot is closed');
   if (message.op === 'json') {
-    post({ id, lines: page(s, message.shape, message.max, message.maxChars ?? Infinity) });
+    const { shape, max } = message;
+    const maxChars = message.maxChars ?? Infinity;
+    const ahead = s.ahead;
+    s.ahead = null;
+    let lines;
+    if (ahead && ahead.shape === shape && ahead.max === max && ahead.maxChars === maxChars) lines = ahead.lines;
+    else {
+      // A page read ahead for other limits is read again from where it began.
+      if (ahead) s.lastKey = ahead.from;
+      lines = page(s, shape, max, maxChars);
+    }
+    post({ id, lines });
+    // The next page is read while the caller takes this one in, so that a reader of
+    // pages (a rebuild of the state) finds it ready: one page more held, at most.
+    if (lines.length > 0) {
+      const from = s.lastKey;
+      try {
+        s.ahead = { shape, max, maxChars, from, lines: page(s, shape, max, maxChars) };
+      } catch {
+        // Read again, and its error answered, when the page is asked for.
+        s.lastKey = from;
+      }
+    }
   } else if (message.op === 'text') {
     if (s.shape === undefined) {
       s.shape = message.shape;
@@ -175,7 +197,9 @@ export class SnapshotWorker {
       // generation collects them as well and keeps the thread's memory small.
       resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB },
     });
-    // Never what keeps the process alive.
+    // Kept alive by the process only while a snapshot is open or the thread is closing:
+    // idle, it is never what keeps the process running, and a wait on its reply is
+    // never cut short by the process ending (a script has nothing else alive then).
     this.worker.unref();
     this.worker.on('message', (reply: WorkerReply) => this.listeners.get(reply.id)?.(reply));
     this.worker.on('error', (err) => this.fail(err));
@@ -197,11 +221,13 @@ export class SnapshotWorker {
     if (this.failure) throw this.failure;
     const id = this.nextId++;
     this.listeners.set(id, listener);
+    if (this.listeners.size === 1) this.worker.ref();
     return id;
   }
 
   forget(id: number): void {
     if (!this.listeners.delete(id)) return;
+    if (this.listeners.size === 0) this.worker.unref();
     if (!this.failure) this.worker.postMessage({ id, op: 'close' });
   }
 
@@ -216,7 +242,10 @@ export class SnapshotWorker {
    * wait for, and the store closes without a turn of the event loop.
    */
   close(): Promise<void> | undefined {
-    if (!this.failure) this.worker.postMessage({ op: 'exit' });
+    if (!this.failure) {
+      this.worker.ref();
+      this.worker.postMessage({ op: 'exit' });
+    }
     this.failure ??= new Error('the snapshot worker is closed');
     return this.nextId > 0 ? this.exited : undefined;
   }
@@ -225,6 +254,7 @@ export class SnapshotWorker {
     this.failure ??= err;
     const listeners = [...this.listeners];
     this.listeners.clear();
+    this.worker.unref();
     for (const [id, listener] of listeners) listener({ id, error: { message: err.message } });
   }
 }
