@@ -135,3 +135,29 @@ describe('GET /v1/keys paging (the same live-key query)', () => {
     expect(page.items.map((i) => i.key)).toEqual(keys.filter((k) => k.startsWith('a/')).sort(byteOrder));
   });
 });
+
+describe('SnapshotReader.nextChunk (the text a snapshot sends)', () => {
+  it('holds exactly the lines of nextJson, in pages SQLite builds whole and in pages of large values read as lines', async () => {
+    const base = baseUrl(t.app);
+    const small = Array.from({ length: 5000 }, (_, i) => ({ key: `c/${String(i).padStart(5, '0')}${i % 9 === 0 ? '/é😀"' : ''}`, value: { n: i, s: 'é'.repeat(i % 7) } }));
+    for (let i = 0; i < small.length; i += 1000) expect((await writeBatch(base, small.slice(i, i + 1000))).status).toBe(200);
+    // Large values side by side mid-way, and at the end: their pages hold more bytes than one built whole.
+    for (const i of [2500, 2501, 2502, 4999]) expect((await writeBatch(base, [{ key: small[i]!.key, value: 'x'.repeat(300_000) }])).status).toBe(200);
+    await writeBatch(base, [{ key: small[10]!.key, op: 'delete' }]);
+
+    for (const shape of ['entry', 'record'] as const) {
+      const expected = (await readAll('c/', 1000, undefined, shape)).flat();
+      expect(expected).toHaveLength(4999);
+      const reader = await t.app.services.store.openSnapshot('c/');
+      const parts: Buffer[] = [];
+      let count = 0;
+      for (let chunk = await reader.nextChunk!(shape); chunk.text.length > 0; chunk = await reader.nextChunk!(shape)) {
+        parts.push(Buffer.from(chunk.text));
+        count += chunk.count;
+      }
+      reader.close();
+      expect(count).toBe(expected.length);
+      expect(Buffer.concat(parts).toString('utf8')).toBe(`${expected.join('\n')}\n`);
+    }
+  });
+});

@@ -4,7 +4,7 @@
 // it (feed/snapshot-spool.ts), instead of taking turns with it.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { liveJsonSql } from './sql.js';
+import { LIVE_PAGE_BYTES_SQL, liveJsonSql, liveTextSql } from './sql.js';
 
 /** Bytes of lines a text chunk holds at most (a line larger than that comes alone). */
 const TEXT_CHUNK_BYTES = 1024 * 1024;
@@ -16,26 +16,38 @@ const TEXT_CHUNKS_AHEAD = 3;
  */
 const FILL_ROWS = 1000;
 const FILL_CHARS = 64 * 1024;
+/**
+ * Rows, and bytes of keys and values, of a page of text built whole by SQLite: its text
+ * stays young as well; a page of larger values is read as lines (FILL_ROWS, FILL_CHARS).
+ */
+const TEXT_PAGE_ROWS = 768;
+const TEXT_PAGE_BYTES = 48 * 1024;
 const WORKER_YOUNG_MB = 2;
 
 // Plain CommonJS, so that it runs the same under tsx and from dist/. Pages are the
-// live-key query of sql.ts (liveJsonSql): after the first page, the next one starts at
+// live-key queries of sql.ts (liveJsonSql, liveTextSql): after the first page, the next one starts at
 // the last key read, excluded (liveEntriesParams does the same, as a page's last key
 // always has the prefix).
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
-const { sql, metaSql, chunkBytes, chunksAhead, fillRows, fillChars } = workerData;
+const { sql, metaSql, chunkBytes, chunksAhead, fillRows, fillChars, textRows, textBytes } = workerData;
 const snapshots = new Map();
 
 function post(message, transfer) {
   parentPort.postMessage(message, transfer);
 }
 
+function statement(s, name, raw) {
+  return (s.statements[name] ??= raw ? s.db.prepare(sql[name]).raw() : s.db.prepare(sql[name]).pluck());
+}
+
+function pageParams(s, limit) {
+  return { from: s.lastKey ?? s.prefix, upper: s.upper, exclude: s.lastKey, limit, now: 0 };
+}
+
 function page(s, shape, max, maxChars) {
-  let statement = s.statements[shape];
-  if (!statement) statement = s.statements[shape] = s.db.prepare(sql[shape]).pluck();
-  const rows = statement.iterate({ from: s.lastKey ?? s.prefix, upper: s.upper, exclude: s.lastKey, limit: max, now: 0 });
+  const rows = statement(s, shape, false).iterate(pageParams(s, max));
   const lines = [];
   let chars = 0;
   for (const line of rows) {
@@ -53,6 +65,19 @@ function end(s) {
   s.db.close();
 }
 
+// The next page of text and its count of lines; null at the end.
+function textPage(s) {
+  const [count, bytes] = statement(s, 'pageBytes', true).get(pageParams(s, textRows));
+  if (count === 0) return null;
+  if (bytes > textBytes) {
+    const lines = page(s, s.shape, fillRows, fillChars);
+    return { text: lines.join('\\n') + '\\n', count: lines.length };
+  }
+  const [text, last] = statement(s, 'text-' + s.shape, true).get(pageParams(s, count));
+  s.lastKey = last;
+  return { text, count };
+}
+
 // Fills the free buffers of a snapshot's text, one chunk each, and hands them over; the
 // read transaction ends with the last chunk.
 function pump(id, s) {
@@ -62,13 +87,12 @@ function pump(id, s) {
     let count = 0;
     for (;;) {
       if (!s.carry) {
-        const lines = page(s, s.shape, fillRows, fillChars);
-        if (lines.length === 0) {
+        s.carry = textPage(s);
+        if (!s.carry) {
           s.done = true;
           end(s);
           break;
         }
-        s.carry = { text: lines.join('\\n') + '\\n', count: lines.length };
       }
       const bytes = Buffer.byteLength(s.carry.text);
       if (filled + bytes > buffer.length) {
@@ -188,10 +212,16 @@ export class SnapshotWorker {
   private readonly exited: Promise<void>;
 
   constructor(path: string) {
-    const sql = { entry: liveJsonSql('entry'), record: liveJsonSql('record') };
+    const sql = {
+      entry: liveJsonSql('entry'),
+      record: liveJsonSql('record'),
+      'text-entry': liveTextSql('entry'),
+      'text-record': liveTextSql('record'),
+      pageBytes: LIVE_PAGE_BYTES_SQL,
+    };
     this.worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { path, driver, sql, metaSql: META_SQL, chunkBytes: TEXT_CHUNK_BYTES, chunksAhead: TEXT_CHUNKS_AHEAD, fillRows: FILL_ROWS, fillChars: FILL_CHARS },
+      workerData: { path, driver, sql, metaSql: META_SQL, chunkBytes: TEXT_CHUNK_BYTES, chunksAhead: TEXT_CHUNKS_AHEAD, fillRows: FILL_ROWS, fillChars: FILL_CHARS, textRows: TEXT_PAGE_ROWS, textBytes: TEXT_PAGE_BYTES },
       execArgv: [],
       // Its garbage is pages of strings, dead once written into a buffer: a small young
       // generation collects them as well and keeps the thread's memory small.
