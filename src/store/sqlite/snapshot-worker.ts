@@ -4,7 +4,7 @@
 // it (feed/snapshot-spool.ts), instead of taking turns with it.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { LIVE_PAGE_BYTES_SQL, liveJsonSql, liveTextSql } from './sql.js';
+import { liveJsonSql, liveTextSql } from './sql.js';
 
 /** Bytes of lines a text chunk holds at most (a line larger than that comes alone). */
 const TEXT_CHUNK_BYTES = 1024 * 1024;
@@ -17,11 +17,12 @@ const TEXT_CHUNKS_AHEAD = 3;
 const FILL_ROWS = 1000;
 const FILL_CHARS = 64 * 1024;
 /**
- * Rows, and bytes of keys and values, of a page of text built whole by SQLite: its text
- * stays young as well; a page of larger values is read as lines (FILL_ROWS, FILL_CHARS).
+ * Rows of a page of text built whole by SQLite, and the largest value it takes: such a
+ * page's text is small enough to be allocated and freed young. A page with a larger
+ * value is read as lines (FILL_ROWS, FILL_CHARS).
  */
 const TEXT_PAGE_ROWS = 768;
-const TEXT_PAGE_BYTES = 48 * 1024;
+const TEXT_VALUE_BYTES = 4096;
 const WORKER_YOUNG_MB = 2;
 
 // Plain CommonJS, so that it runs the same under tsx and from dist/. Pages are the
@@ -31,7 +32,7 @@ const WORKER_YOUNG_MB = 2;
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
-const { sql, metaSql, chunkBytes, chunksAhead, fillRows, fillChars, textRows, textBytes } = workerData;
+const { sql, metaSql, chunkBytes, chunksAhead, fillRows, fillChars, textRows, textValueBytes } = workerData;
 const snapshots = new Map();
 
 function post(message, transfer) {
@@ -42,8 +43,8 @@ function statement(s, name, raw) {
   return (s.statements[name] ??= raw ? s.db.prepare(sql[name]).raw() : s.db.prepare(sql[name]).pluck());
 }
 
-function pageParams(s, limit) {
-  return { from: s.lastKey ?? s.prefix, upper: s.upper, exclude: s.lastKey, limit, now: 0 };
+function pageParams(s, limit, extra) {
+  return { from: s.lastKey ?? s.prefix, upper: s.upper, exclude: s.lastKey, limit, now: 0, ...extra };
 }
 
 function page(s, shape, max, maxChars) {
@@ -67,15 +68,14 @@ function end(s) {
 
 // The next page of text and its count of lines; null at the end.
 function textPage(s) {
-  const [count, bytes] = statement(s, 'pageBytes', true).get(pageParams(s, textRows));
+  const [text, last, count, lines] = statement(s, 'text-' + s.shape, true).get(pageParams(s, textRows, { cap: textValueBytes }));
   if (count === 0) return null;
-  if (bytes > textBytes) {
-    const lines = page(s, s.shape, fillRows, fillChars);
-    return { text: lines.join('\\n') + '\\n', count: lines.length };
+  if (lines === count) {
+    s.lastKey = last;
+    return { text, count };
   }
-  const [text, last] = statement(s, 'text-' + s.shape, true).get(pageParams(s, count));
-  s.lastKey = last;
-  return { text, count };
+  const rows = page(s, s.shape, fillRows, fillChars);
+  return { text: rows.join('\\n') + '\\n', count: rows.length };
 }
 
 // Fills the free buffers of a snapshot's text, one chunk each, and hands them over; the
@@ -217,11 +217,10 @@ export class SnapshotWorker {
       record: liveJsonSql('record'),
       'text-entry': liveTextSql('entry'),
       'text-record': liveTextSql('record'),
-      pageBytes: LIVE_PAGE_BYTES_SQL,
     };
     this.worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { path, driver, sql, metaSql: META_SQL, chunkBytes: TEXT_CHUNK_BYTES, chunksAhead: TEXT_CHUNKS_AHEAD, fillRows: FILL_ROWS, fillChars: FILL_CHARS, textRows: TEXT_PAGE_ROWS, textBytes: TEXT_PAGE_BYTES },
+      workerData: { path, driver, sql, metaSql: META_SQL, chunkBytes: TEXT_CHUNK_BYTES, chunksAhead: TEXT_CHUNKS_AHEAD, fillRows: FILL_ROWS, fillChars: FILL_CHARS, textRows: TEXT_PAGE_ROWS, textValueBytes: TEXT_VALUE_BYTES },
       execArgv: [],
       // Its garbage is pages of strings, dead once written into a buffer: a small young
       // generation collects them as well and keeps the thread's memory small.

@@ -37,20 +37,17 @@ const JSON_OF: Record<SnapshotShape, string> = {
 export const liveJsonSql = (shape: SnapshotShape): string => `SELECT ${JSON_OF[shape]} ${LIVE_KEYS}`;
 
 /**
- * A page of live keys as one text, a line each (JSON_OF), with its last key and its
- * count: one row a page, because stepping a row out of better-sqlite3 costs more than
- * building its line. The lines join in the subquery's key order, the order in which
- * SQLite feeds a LIMITed subquery to an aggregate (the snapshot tests check it).
+ * A page of live keys as one text, a line each (JSON_OF), with its last key, its count
+ * and the count of its lines: one row a page, because stepping a row out of
+ * better-sqlite3 costs more than building its line. A value over @cap bytes makes no
+ * line (octet_length reads its size from the record header), so the page's text stays
+ * small; the caller reads such a page again as rows. The lines join in the subquery's key
+ * order, the order in which SQLite feeds a LIMITed subquery to an aggregate (the snapshot
+ * tests check it).
  */
 export const liveTextSql = (shape: SnapshotShape): string =>
-  `SELECT group_concat(line, ''), max(k), count(*) FROM (SELECT s.key AS k, ${JSON_OF[shape]} || char(10) AS line ${LIVE_KEYS})`;
-
-/**
- * The count and the bytes of keys and values of the same page, read without building
- * it (octet_length reads a value's size from its record header): a page is built in
- * SQLite only when it is small.
- */
-export const LIVE_PAGE_BYTES_SQL = `SELECT count(*), sum(len) FROM (SELECT octet_length(s.key) + octet_length(l.value) AS len ${LIVE_KEYS})`;
+  `SELECT group_concat(line, ''), max(k), count(*), count(line) FROM (
+    SELECT s.key AS k, CASE WHEN octet_length(l.value) <= @cap THEN ${JSON_OF[shape]} || char(10) END AS line ${LIVE_KEYS})`;
 
 /**
  * Parameters of the live-key queries: keys with `prefix` after `afterKey` (exclusive, or
