@@ -1,12 +1,14 @@
 // The snapshot figure (npm run bench:snapshot, and part of npm run bench): a log of
 // 1,000,000 live keys with small JSON values, loaded by direct SQL, served by a real
-// server process; a client in this process reads the whole snapshot. Reports keys/s and
+// server process; a client in a process of its own reads the whole snapshot. Reports keys/s and
 // the server's peak RSS growth over its idle RSS, for several rounds (a fresh server
 // each). Targets: >= 1,000,000 keys/s and <= 32 MB growth. Option (environment): KEYS.
+import { execFile } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { seedLiveKeys } from '../harness/seed-db.js';
 import type { Figure } from './figure.js';
 import { eachRun, mb, type ServerProcess } from './server-process.js';
@@ -24,27 +26,25 @@ interface Run {
   loadAverage: number;
 }
 
-/** Reads the snapshot, counting lines without parsing them (the client must not be the bottleneck). */
-function readSnapshot(base: string): Promise<{ lines: number; bytes: number; last: string }> {
+interface Read {
+  status: number;
+  lines: number;
+  bytes: number;
+  last: string;
+  seconds: number;
+  cpuSeconds: number;
+}
+
+/** Reads the whole snapshot in a process of its own (bench/snapshot-reader.mjs). */
+function readSnapshot(base: string): Promise<Read> {
   return new Promise((resolve, reject) => {
-    http
-      .get(`${base}/v1/snapshot`, { agent: false }, (res) => {
-        if (res.statusCode !== 200) reject(new Error(`snapshot answered ${res.statusCode}`));
-        let lines = 0;
-        let bytes = 0;
-        let tail: Buffer = Buffer.alloc(0);
-        res.on('data', (chunk: Buffer) => {
-          bytes += chunk.length;
-          for (let at = chunk.indexOf(10); at >= 0; at = chunk.indexOf(10, at + 1)) lines += 1;
-          tail = chunk.length >= 256 ? chunk.subarray(chunk.length - 256) : Buffer.concat([tail, chunk]).subarray(-256);
-        });
-        res.on('end', () => {
-          const text = tail.toString('utf8').trimEnd();
-          resolve({ lines, bytes, last: text.slice(text.lastIndexOf('\n') + 1) });
-        });
-        res.on('error', reject);
-      })
-      .on('error', reject);
+    const reader = fileURLToPath(new URL('./snapshot-reader.mjs', import.meta.url));
+    execFile(process.execPath, [reader, `${base}/v1/snapshot`], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`the snapshot reader failed: ${stderr || err.message}`));
+      const read = JSON.parse(stdout) as Read;
+      if (read.status !== 200) return reject(new Error(`snapshot answered ${read.status}`));
+      resolve(read);
+    });
   });
 }
 
@@ -58,11 +58,7 @@ async function measure(server: ServerProcess, keys: number): Promise<Run> {
   let peak = idle;
   const sampler = setInterval(() => (peak = Math.max(peak, server.rss())), 5);
 
-  const started = performance.now();
-  const cpu = process.cpuUsage();
-  const { lines, bytes, last } = await readSnapshot(server.base);
-  const seconds = (performance.now() - started) / 1000;
-  const clientCpu = process.cpuUsage(cpu);
+  const { lines, bytes, last, seconds, cpuSeconds } = await readSnapshot(server.base);
   clearInterval(sampler);
   peak = Math.max(peak, server.rss());
 
@@ -77,7 +73,7 @@ async function measure(server: ServerProcess, keys: number): Promise<Run> {
     keysPerSecond: Math.round(keys / seconds),
     idleRssMb: mb(idle),
     peakRssGrowthMb: mb(peak - idle),
-    clientCpuSeconds: Math.round((clientCpu.user + clientCpu.system) / 1000) / 1000,
+    clientCpuSeconds: Math.round(cpuSeconds * 1000) / 1000,
     loadAverage: loadavg()[0]!,
   };
 }
