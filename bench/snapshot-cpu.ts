@@ -1,20 +1,21 @@
 // The server's CPU time for one whole snapshot, which holds up on a busy machine where
 // wall-clock keys/s does not: seeds KEYS live keys once (as bench/snapshot.ts does), then
 // for each round starts every named server entry in turn and reads its whole snapshot,
-// reporting the server process's CPU time (from /proc), the reading client's, the time
-// to the first byte (spooling) and the whole read. Medians at the end.
+// reporting the server process's CPU time (from /proc), the reading client's (a process
+// of its own, bench/snapshot-reader.mjs), the time to the first byte (spooling) and the
+// whole read. Medians at the end.
 //   npx tsx bench/snapshot-cpu.ts [--keys N] [--rounds R] [name=entry ...]
 // An entry is a server file (default src/server.ts), e.g. a copy of another commit's
 // sources: `git archive REV | tar -x -C /tmp/rev` with node_modules linked in, then
 // 'before=/tmp/rev/src/server.ts' 'after=src/server.ts'. SNAPSHOT_CPU_DIR keeps the
 // seeded database between runs (default: the temp folder).
-import http from 'node:http';
 import { existsSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { seedLiveKeys } from '../harness/seed-db.js';
 import { median } from './lib.js';
 import { startServer } from './server-process.js';
+import { readSnapshot } from './snapshot.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, fallback: number): number => {
@@ -33,50 +34,27 @@ mkdirSync(dir, { recursive: true });
 const dbPath = join(dir, `snapshot-${keys}.db`);
 if (!existsSync(dbPath)) seedLiveKeys(dbPath, { count: keys, value: (i) => `{"n":${i},"name":"user ${i}","active":${i % 2 === 0}}` });
 
-/** Reads a snapshot, counting its lines; resolves with them and the time to the first byte. */
-function read(base: string, query = ''): Promise<{ lines: number; firstByteMs: number }> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    http
-      .get(`${base}/v1/snapshot${query}`, { agent: false }, (res) => {
-        const firstByteMs = performance.now() - started;
-        if (res.statusCode !== 200) reject(new Error(`snapshot answered ${res.statusCode}`));
-        let lines = 0;
-        res.on('data', (chunk: Buffer) => {
-          for (let at = chunk.indexOf(10); at >= 0; at = chunk.indexOf(10, at + 1)) lines += 1;
-        });
-        res.on('end', () => resolve({ lines, firstByteMs }));
-        res.on('error', reject);
-      })
-      .on('error', reject);
-  });
-}
-
 const results = new Map<string, { server: number[]; client: number[]; firstByte: number[]; wall: number[] }>();
 for (let round = 0; round < rounds; round++) {
   for (const [name, entry] of sides) {
     // No load shedding: a busy machine must not turn the warm-up into a 503.
     const server = await startServer({ STATELOG_DB: dbPath, STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0' }, entry);
     try {
-      await read(server.base, '?prefix=warm-up');
+      await readSnapshot(server.base, '?prefix=warm-up');
       await new Promise((resolve) => setTimeout(resolve, 300));
       const serverCpu = server.cpuSeconds();
-      const clientCpu = process.cpuUsage();
-      const started = performance.now();
-      const { lines, firstByteMs } = await read(server.base);
-      const wall = (performance.now() - started) / 1000;
-      const client = process.cpuUsage(clientCpu);
+      const { lines, firstByteSeconds, seconds: wall, cpuSeconds: client } = await readSnapshot(server.base);
       const used = server.cpuSeconds() - serverCpu;
       if (lines !== keys + 1) throw new Error(`${name}: ${lines} lines for ${keys} keys`);
       const side = results.get(name) ?? { server: [], client: [], firstByte: [], wall: [] };
       results.set(name, side);
       side.server.push(used);
-      side.client.push((client.user + client.system) / 1e6);
-      side.firstByte.push(firstByteMs / 1000);
+      side.client.push(client);
+      side.firstByte.push(firstByteSeconds);
       side.wall.push(wall);
       console.log(
         `round ${round + 1} ${name}: server CPU ${used.toFixed(3)} s, client CPU ${side.client.at(-1)!.toFixed(3)} s, ` +
-          `first byte ${(firstByteMs / 1000).toFixed(3)} s, whole ${wall.toFixed(3)} s`,
+          `first byte ${firstByteSeconds.toFixed(3)} s, whole ${wall.toFixed(3)} s`,
       );
     } finally {
       await server.stop();

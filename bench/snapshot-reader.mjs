@@ -1,4 +1,4 @@
-// The snapshot figure's client (bench/snapshot.ts): reads one whole snapshot in a process
+// The snapshot benchmarks' client (bench/snapshot.ts, bench/snapshot-cpu.ts): reads one whole snapshot in a process
 // of its own, as plain node, counting lines without parsing them, and prints what it read
 // as one JSON line: apart from the runner's process, whose heap (the figures before it)
 // made the same reading cost more as the suite went on.
@@ -9,6 +9,7 @@ const started = performance.now();
 const cpu = process.cpuUsage();
 http
   .get(url, { agent: false }, (res) => {
+    const firstByteSeconds = (performance.now() - started) / 1000;
     let lines = 0;
     let bytes = 0;
     let tail = Buffer.alloc(0);
@@ -22,7 +23,7 @@ http
       const used = process.cpuUsage(cpu);
       const text = tail.toString('utf8').trimEnd();
       const last = text.slice(text.lastIndexOf('\n') + 1);
-      process.stdout.write(`${JSON.stringify({ status: res.statusCode, lines, bytes, last, seconds, cpuSeconds: (used.user + used.system) / 1e6 })}\n`);
+      process.stdout.write(`${JSON.stringify({ status: res.statusCode, lines, bytes, last, firstByteSeconds, seconds, cpuSeconds: (used.user + used.system) / 1e6 })}\n`);
     });
     res.on('error', (err) => {
       process.stderr.write(`${err.message}\n`);

@@ -4,7 +4,6 @@
 // the server's peak RSS growth over its idle RSS, for several rounds (a fresh server
 // each). Targets: >= 1,000,000 keys/s and <= 32 MB growth. Option (environment): KEYS.
 import { execFile } from 'node:child_process';
-import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,22 +25,25 @@ interface Run {
   loadAverage: number;
 }
 
-interface Read {
+export interface SnapshotRead {
   status: number;
   lines: number;
   bytes: number;
+  /** The last line (the trailer of a whole snapshot). */
   last: string;
+  firstByteSeconds: number;
   seconds: number;
+  /** The reading process's CPU time. */
   cpuSeconds: number;
 }
 
-/** Reads the whole snapshot in a process of its own (bench/snapshot-reader.mjs). */
-function readSnapshot(base: string): Promise<Read> {
+/** Reads a whole snapshot in a process of its own (bench/snapshot-reader.mjs). */
+export function readSnapshot(base: string, query = ''): Promise<SnapshotRead> {
   return new Promise((resolve, reject) => {
     const reader = fileURLToPath(new URL('./snapshot-reader.mjs', import.meta.url));
-    execFile(process.execPath, [reader, `${base}/v1/snapshot`], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [reader, `${base}/v1/snapshot${query}`], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       if (err) return reject(new Error(`the snapshot reader failed: ${stderr || err.message}`));
-      const read = JSON.parse(stdout) as Read;
+      const read = JSON.parse(stdout) as SnapshotRead;
       if (read.status !== 200) return reject(new Error(`snapshot answered ${read.status}`));
       resolve(read);
     });
@@ -50,9 +52,7 @@ function readSnapshot(base: string): Promise<Read> {
 
 async function measure(server: ServerProcess, keys: number): Promise<Run> {
   // Warm up the code paths on a tiny snapshot, then settle.
-  await new Promise<void>((resolve, reject) => {
-    http.get(`${server.base}/v1/snapshot?prefix=warm-up`, (res) => res.resume().on('end', resolve)).on('error', reject);
-  });
+  await readSnapshot(server.base, '?prefix=warm-up');
   await new Promise((resolve) => setTimeout(resolve, 500));
   const idle = server.rss();
   let peak = idle;
