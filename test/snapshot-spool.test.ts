@@ -2,10 +2,12 @@
 // straddle its write buffers and a value larger than one, multi-byte keys cut anywhere
 // by the chunks sent, the digest of a filtered snapshot summed while spooling, and the
 // spool budget refusing a snapshot before any byte, or cutting one already answered,
-// then giving its bytes back.
+// then giving its bytes back; a reader that keeps up served from memory past the start,
+// a slow one from the file.
 import http from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex, digestOf } from '../src/contract/digest.js';
+import { SpoolBudget, spoolSnapshot, type SpooledSnapshot } from '../src/feed/snapshot-spool.js';
 import { json, startApp, type TestApp } from './support/helpers.js';
 import { baseUrl } from './support/stream-clients.js';
 
@@ -18,11 +20,11 @@ afterEach(async () => {
 /** Larger than the spool's 1 MiB write buffer. */
 const HUGE = { text: 'h'.repeat(1536 * 1024) };
 
-async function fill(app: TestApp, count: number, prefix: string): Promise<void> {
+async function fill(app: TestApp, count: number, prefix: string, padding = 700): Promise<void> {
   for (let at = 0; at < count; at += 200) {
     const records = Array.from({ length: Math.min(200, count - at) }, (_, i) => ({
       key: `${prefix}/é${String(at + i).padStart(5, '0')}/日本`,
-      value: { n: at + i, pad: 'p'.repeat((at + i) % 700) },
+      value: { n: at + i, pad: 'p'.repeat((at + i) % padding) },
     }));
     const res = await app.http.post('/v1/records').set(json).send({ records });
     expect(res.status).toBe(200);
@@ -83,6 +85,11 @@ describe('the snapshot spool', () => {
       const request = http.get(`${baseUrl(t!.app)}/v1/snapshot`, { agent: false }, (response) => {
         let text = '';
         response.setEncoding('utf8');
+        // A reader that stops a while: the spooling runs ahead of it into the file.
+        response.once('data', () => {
+          response.pause();
+          setTimeout(() => response.resume(), 300);
+        });
         response.on('data', (chunk: string) => (text += chunk));
         const done = () => resolve({ status: response.statusCode!, text, complete: response.complete });
         response.on('end', done);
@@ -98,5 +105,85 @@ describe('the snapshot spool', () => {
     // What the cut spool had taken is free again.
     const small = await snapshotLines(t, 'a/é001');
     expect(small.trailer).toMatchObject({ end: true, count: 100 });
+  });
+
+  describe('past the start, with a budget of 8 MiB for a snapshot of some 18 MiB', () => {
+    const MiB = 1024 * 1024;
+    let app: TestApp;
+    let expected: string;
+    beforeAll(async () => {
+      app = await startApp({ STATELOG_SYNC: 'normal' });
+      await fill(app, 24_000, 'm', 1400);
+      const reader = await app.app.services.store.openSnapshot('');
+      const lines: string[] = [];
+      for (let page = await reader.nextJson('entry', 1000); page.length > 0; page = await reader.nextJson('entry', 1000)) lines.push(...page);
+      reader.close();
+      expected = lines.map((line) => `${line}\n`).join('');
+      expect(Buffer.byteLength(expected)).toBeGreaterThan(16 * MiB);
+    });
+    afterAll(async () => {
+      await app.close();
+    });
+
+    async function spool(budget: SpoolBudget): Promise<SpooledSnapshot> {
+      return spoolSnapshot(await app.app.services.store.openSnapshot(''), 'entry', app.dir, budget);
+    }
+
+    it('serves a reader that keeps up from memory: the file holds little more than the start', async () => {
+      const budget = new SpoolBudget(8 * MiB);
+      const spooled = await spool(budget);
+      const chunks: Buffer[] = [];
+      let peak = 0;
+      for (;;) {
+        // Reads as large as the spool's writes: one read takes all a write added.
+        const buffer = Buffer.allocUnsafe(MiB);
+        const bytes = await spooled.readInto(buffer);
+        peak = Math.max(peak, budget.usedBytes);
+        if (bytes === 0) break;
+        chunks.push(buffer.subarray(0, bytes));
+      }
+      spooled.close();
+      expect(Buffer.concat(chunks).toString('utf8')).toBe(expected);
+      expect(spooled.count).toBe(24_000);
+      expect(peak).toBeLessThan(8 * MiB);
+      expect(budget.usedBytes).toBe(0);
+    });
+
+    it('spools for a slow reader, in order, and cuts it once the file would pass the budget', async () => {
+      const budget = new SpoolBudget(8 * MiB);
+      const spooled = await spool(budget);
+      const chunks: Buffer[] = [];
+      const failure = await (async () => {
+        for (;;) {
+          const buffer = Buffer.allocUnsafe(64 * 1024);
+          const bytes = await spooled.readInto(buffer);
+          if (bytes === 0) return null;
+          chunks.push(buffer.subarray(0, bytes));
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      })().catch((err: unknown) => err);
+      spooled.close();
+      expect(failure).toMatchObject({ statusCode: 503, code: 'unavailable' });
+      // What was read before the cut is the snapshot's beginning.
+      const read = Buffer.concat(chunks);
+      expect(read.length).toBeGreaterThan(0);
+      expect(read.equals(Buffer.from(expected).subarray(0, read.length))).toBe(true);
+    });
+
+    it('hands a reader that stops and starts again the same bytes, through memory and file in turns', async () => {
+      const budget = new SpoolBudget(64 * MiB);
+      const spooled = await spool(budget);
+      const chunks: Buffer[] = [];
+      for (let read = 0; ; read++) {
+        const buffer = Buffer.allocUnsafe(64 * 1024);
+        const bytes = await spooled.readInto(buffer);
+        if (bytes === 0) break;
+        chunks.push(buffer.subarray(0, bytes));
+        // Every 40 reads a pause long enough for the spooling to move ahead into the file.
+        if (read % 40 === 39) await new Promise((resolve) => setTimeout(resolve, 30));
+      }
+      spooled.close();
+      expect(Buffer.concat(chunks).toString('utf8')).toBe(expected);
+    });
   });
 });

@@ -113,8 +113,9 @@ describe('TTL through the client', () => {
     t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
     const client = new StatelogClient({ url: `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}` });
     try {
-      await client.put('lease', { owner: 'w1' }, { ttlMs: 300 });
-      await client.batch([{ key: 'b', value: 1, ttlMs: 300 }]);
+      // Long enough for the writes and the first read on a busy machine.
+      await client.put('lease', { owner: 'w1' }, { ttlMs: 1500 });
+      await client.batch([{ key: 'b', value: 1, ttlMs: 1500 }]);
       const entry = await client.get('lease');
       expect(entry).toMatchObject({ value: { owner: 'w1' }, expiresAt: expect.any(Number) });
       const later = await client.get('b');

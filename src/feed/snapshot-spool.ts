@@ -5,6 +5,11 @@
 // as it is made: the space is the kernel's to give back when the file is closed, even if
 // the process is killed, and nothing is ever left to clean up at start-up.
 //
+// Once the answer has started, a reader that has taken everything in the file is handed
+// the next chunks from memory (up to MEMORY_CHUNKS of them) instead: a client that keeps
+// up costs no file write and read back. The file only ever follows what memory holds, so
+// the reader takes memory first, then the file.
+//
 // The answer starts once the first START_BYTES are spooled (or all of it, if less), and
 // the reader then follows the spooling. A snapshot that fits in START_BYTES is refused
 // with 503 before any byte when the spool budget or the disk has no room; a larger one
@@ -37,6 +42,15 @@ const WRITE_BYTES = 1024 * 1024;
 const READ_BYTES = 64 * 1024;
 /** Bytes spooled before the answer starts (see above). */
 const START_BYTES = 4 * 1024 * 1024;
+/** Chunks of up to WRITE_BYTES held in memory for a reader that keeps up (see above). */
+const MEMORY_CHUNKS = 4;
+
+/** A chunk held in memory, and how much of it the reader has taken. */
+interface HeldChunk {
+  bytes: Buffer;
+  length: number;
+  taken: number;
+}
 
 /** A spooled snapshot: its lines, or its text as it is (see nextText). */
 export interface SpooledSnapshot extends SnapshotReader {
@@ -145,6 +159,14 @@ class Spooled implements SpooledSnapshot {
   private start = 0;
   private readonly decoder = new StringDecoder('utf8');
   private buffer: Buffer | null = null;
+  /** Whether the answer has started: chunks may be held in memory from then on. */
+  private answering = false;
+  /** Whether a write to the file is under way: what comes next must follow it there. */
+  private fileWriting = false;
+  /** Chunks the reader takes before the file's unread bytes, and their spare buffers. */
+  private held: HeldChunk[] = [];
+  private spare: Buffer[] = [];
+  private allocated = 0;
 
   constructor(
     private readonly reader: SnapshotReader,
@@ -196,9 +218,16 @@ class Spooled implements SpooledSnapshot {
     for (;;) {
       if (this.closed) throw new Error('the snapshot is closed');
       if (this.failure) throw this.failure.err;
-      if (this.position < this.written) break;
+      if (this.held.length > 0 || this.position < this.written) break;
       if (this.done) return 0;
       await new Promise<void>((resolve) => (this.waiting = resolve));
+    }
+    const chunk = this.held[0];
+    if (chunk) {
+      const bytes = chunk.bytes.copy(buffer, 0, chunk.taken, Math.min(chunk.length, chunk.taken + buffer.length));
+      chunk.taken += bytes;
+      if (chunk.taken === chunk.length) this.spare.push(this.held.shift()!.bytes);
+      return bytes;
     }
     const { bytesRead } = await this.file.read(buffer, 0, Math.min(buffer.length, this.written - this.position), this.position);
     if (bytesRead === 0) throw new Error('the snapshot spool ended early');
@@ -244,8 +273,8 @@ class Spooled implements SpooledSnapshot {
       const { text, count } = await next(this.shape);
       if (count === 0) break;
       this.spooledDigest?.addText(text);
-      // The text is the store's again at the next call: written before that.
-      await this.write(text);
+      // The text is the store's again at the next call: copied or written before that.
+      await this.append(text);
       this.count += count;
     }
   }
@@ -259,7 +288,7 @@ class Spooled implements SpooledSnapshot {
     const flush = async (): Promise<void> => {
       if (filled === 0) return;
       await writing;
-      writing = this.write(buffer.subarray(0, filled));
+      writing = this.append(buffer.subarray(0, filled));
       // Its failure is kept by the promise, awaited before the next write or at the end.
       writing.catch(() => {});
       [buffer, spare] = [spare, buffer];
@@ -277,7 +306,7 @@ class Spooled implements SpooledSnapshot {
         if (filled + length > buffer.length) await flush();
         if (length > buffer.length) {
           await writing;
-          writing = this.write(Buffer.from(text));
+          writing = this.append(Buffer.from(text));
           writing.catch(() => {});
         } else filled += buffer.write(text, filled);
         // The store's reads may be synchronous (SQLite): other requests get a turn between pages.
@@ -295,6 +324,23 @@ class Spooled implements SpooledSnapshot {
     if (this.options.signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
   }
 
+  /** Hands `chunk` to a reader that keeps up, through memory, or else appends it to the file. */
+  private async append(chunk: Uint8Array): Promise<void> {
+    const keepsUp = this.answering && !this.fileWriting && this.position === this.written;
+    const bytes = keepsUp && chunk.length <= WRITE_BYTES ? this.spareBuffer() : null;
+    if (!bytes) return this.write(chunk);
+    bytes.set(chunk);
+    this.held.push({ bytes, length: chunk.length, taken: 0 });
+    this.moved();
+  }
+
+  private spareBuffer(): Buffer | null {
+    if (this.spare.length > 0) return this.spare.pop()!;
+    if (this.allocated === MEMORY_CHUNKS) return null;
+    this.allocated++;
+    return Buffer.allocUnsafeSlow(WRITE_BYTES);
+  }
+
   /** Appends `chunk` to the file, within the budget. */
   private async write(chunk: Uint8Array): Promise<void> {
     if (!this.budget.take(chunk.length)) {
@@ -303,10 +349,15 @@ class Spooled implements SpooledSnapshot {
       );
     }
     this.taken += chunk.length;
-    let at = 0;
-    while (at < chunk.length) {
-      const { bytesWritten } = await this.file.write(chunk, at, chunk.length - at, this.written + at);
-      at += bytesWritten;
+    this.fileWriting = true;
+    try {
+      let at = 0;
+      while (at < chunk.length) {
+        const { bytesWritten } = await this.file.write(chunk, at, chunk.length - at, this.written + at);
+        at += bytesWritten;
+      }
+    } finally {
+      this.fileWriting = false;
     }
     this.written += chunk.length;
     this.moved();
@@ -315,7 +366,10 @@ class Spooled implements SpooledSnapshot {
   /** Wakes the reader waiting for the spool, and starts the answer once it may. */
   private moved(): void {
     if (this.failure) this.onStart.reject(this.failure.err);
-    else if (this.done || this.written >= START_BYTES) this.onStart.resolve();
+    else if (this.done || this.written >= START_BYTES) {
+      this.answering = true;
+      this.onStart.resolve();
+    }
     const waiting = this.waiting;
     this.waiting = null;
     waiting?.();
@@ -325,6 +379,8 @@ class Spooled implements SpooledSnapshot {
     if (!this.closed || this.spooling) return;
     this.budget.give(this.taken);
     this.taken = 0;
+    this.held = [];
+    this.spare = [];
     // A read in flight fails on the closed handle; the stream is being torn down then.
     void this.file.close().catch(() => {});
   }
