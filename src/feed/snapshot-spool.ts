@@ -43,7 +43,7 @@ const READ_BYTES = 64 * 1024;
 /** Bytes spooled before the answer starts (see above). */
 const START_BYTES = 4 * 1024 * 1024;
 /** Chunks of up to WRITE_BYTES held in memory for a reader that keeps up (see above). */
-const MEMORY_CHUNKS = 4;
+const MEMORY_CHUNKS = 2;
 
 /** A chunk held in memory, and how much of it the reader has taken. */
 interface HeldChunk {
