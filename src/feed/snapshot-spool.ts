@@ -159,10 +159,6 @@ class Spooled implements SpooledSnapshot {
   private start = 0;
   private readonly decoder = new StringDecoder('utf8');
   private buffer: Buffer | null = null;
-  /** Whether the answer has started: chunks may be held in memory from then on. */
-  private answering = false;
-  /** Whether a write to the file is under way: what comes next must follow it there. */
-  private fileWriting = false;
   /** Chunks the reader takes before the file's unread bytes, and their spare buffers. */
   private held: HeldChunk[] = [];
   private spare: Buffer[] = [];
@@ -324,9 +320,12 @@ class Spooled implements SpooledSnapshot {
     if (this.options.signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
   }
 
-  /** Hands `chunk` to a reader that keeps up, through memory, or else appends it to the file. */
+  /**
+   * Hands `chunk` to a reader that keeps up, through memory, or else appends it to the
+   * file. Both spoolers await each append before the next, so no write is under way here.
+   */
   private async append(chunk: Uint8Array): Promise<void> {
-    const keepsUp = this.answering && !this.fileWriting && this.position === this.written;
+    const keepsUp = this.answerMayStart() && this.position === this.written;
     const bytes = keepsUp && chunk.length <= WRITE_BYTES ? this.spareBuffer() : null;
     if (!bytes) return this.write(chunk);
     bytes.set(chunk);
@@ -349,15 +348,10 @@ class Spooled implements SpooledSnapshot {
       );
     }
     this.taken += chunk.length;
-    this.fileWriting = true;
-    try {
-      let at = 0;
-      while (at < chunk.length) {
-        const { bytesWritten } = await this.file.write(chunk, at, chunk.length - at, this.written + at);
-        at += bytesWritten;
-      }
-    } finally {
-      this.fileWriting = false;
+    let at = 0;
+    while (at < chunk.length) {
+      const { bytesWritten } = await this.file.write(chunk, at, chunk.length - at, this.written + at);
+      at += bytesWritten;
     }
     this.written += chunk.length;
     this.moved();
@@ -366,13 +360,15 @@ class Spooled implements SpooledSnapshot {
   /** Wakes the reader waiting for the spool, and starts the answer once it may. */
   private moved(): void {
     if (this.failure) this.onStart.reject(this.failure.err);
-    else if (this.done || this.written >= START_BYTES) {
-      this.answering = true;
-      this.onStart.resolve();
-    }
+    else if (this.answerMayStart()) this.onStart.resolve();
     const waiting = this.waiting;
     this.waiting = null;
     waiting?.();
+  }
+
+  /** Whether the answer may start (see above); chunks may be held in memory from then on. */
+  private answerMayStart(): boolean {
+    return this.done || this.written >= START_BYTES;
   }
 
   private release(): void {
