@@ -25,12 +25,11 @@ http
       const last = text.slice(text.lastIndexOf('\n') + 1);
       process.stdout.write(`${JSON.stringify({ status: res.statusCode, lines, bytes, last, firstByteSeconds, seconds, cpuSeconds: (used.user + used.system) / 1e6 })}\n`);
     });
-    res.on('error', (err) => {
-      process.stderr.write(`${err.message}\n`);
-      process.exitCode = 1;
-    });
+    res.on('error', fail);
   })
-  .on('error', (err) => {
-    process.stderr.write(`${err.message}\n`);
-    process.exitCode = 1;
-  });
+  .on('error', fail);
+
+function fail(err) {
+  process.stderr.write(`${err.message}\n`);
+  process.exitCode = 1;
+}
