@@ -1,7 +1,7 @@
 // The compactor's guarantees as properties over random write histories, with random
 // minimum lag, tombstone retention and step sizes, on a controllable clock. A reference
 // model replays the same history and decides independently what a run must remove.
-// FC_RUNS sets the number of histories per property (default 200; 40 on PostgreSQL,
+// FC_RUNS sets the number of histories per property (default 100, fast-check's own; 40 on PostgreSQL,
 // where the readers' checks after each run take thousands of round trips).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import type { LogStore, StoredRecord, WriteOp } from '../src/store/log-store.js'
 import { fileDatabase, TEST_STORE } from './support/helpers.js';
 import { allRecords, applyRecords, compactorFor, currentState, keptCounters, readSnapshot, write } from './support/store-helpers.js';
 
-const RUNS = Number(process.env.FC_RUNS ?? (TEST_STORE === 'postgres' ? 40 : 200));
+const RUNS = Number(process.env.FC_RUNS ?? (TEST_STORE === 'postgres' ? 40 : 100));
 const KEYS = ['a', 'b', 'c', 'dir/d', 'dir/é'];
 
 type Command =
