@@ -2,18 +2,20 @@
 // end through bench/run.ts (real servers, the load generator, the incr check, the
 // results file), and the report renders from what it wrote. The real numbers are never
 // measured in CI.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startBare, type Server } from '../bench/lib.js';
+import { startBare, startStatelog, type Server } from '../bench/lib.js';
 import { autocannonCli, load, prebuilt } from '../bench/load.js';
 import { renderChart, renderMarkdown, type Results } from '../bench/report.js';
 import { putRequest } from '../bench/write.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const execFileAsync = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-smoke-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -116,5 +118,33 @@ describe('npm run bench -- --smoke', () => {
     expect(svg).toContain('statelog');
     expect(svg).toContain('NATS KV *');
     expect(svg).toContain('5,000 req/s');
+  });
+});
+
+describe('the stall timeline (bench/stall-trace.mjs, bench/stall-report.mjs)', () => {
+  it('traces a server process and names what overlapped each slow request most', { timeout: 60_000 }, async () => {
+    // The preload in a real server: its timeline file appears, in the form the report reads.
+    const traced = await startStatelog({ STALL_TRACE_DIR: dir }, { entry: 'dist/server.js', nodeArgs: ['--import', join(ROOT, 'bench/stall-trace.mjs')], output: 'discard' });
+    const timeline = join(dir, `stall-trace-${traced.proc.pid!}.log`);
+    await traced.stop();
+    expect(existsSync(timeline)).toBe(true);
+    expect(readFileSync(timeline, 'utf8')).toMatch(/^(\d+ [a-z-]+ \d+\.\d\d.*\n)*$/);
+
+    const file = join(dir, 'timeline.log');
+    writeFileSync(
+      file,
+      [
+        '1000 stall 9.00',
+        '1030 pool-fdatasync 12.00',
+        '1040 slow-request 35.00 PUT', // 1005 – 1040: the fdatasync (1018 – 1030) overlaps it most
+        '1100 stall 20.00',
+        '1110 slow-request 31.00 PUT', // 1079 – 1110: the stall (1080 – 1100)
+        '1200 slow-request 16.00 PUT', // under --slow 30
+      ].join('\n'),
+    );
+    const { stdout } = await execFileAsync(process.execPath, ['bench/stall-report.mjs', file, '--slow', '30'], { cwd: ROOT });
+    expect(stdout).toContain('2 requests of 30 ms or more');
+    expect(stdout).toMatch(/pool-fdatasync: 1\n/);
+    expect(stdout).toMatch(/stall: 1\n/);
   });
 });
