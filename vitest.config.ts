@@ -26,6 +26,9 @@ const STORE_FREE = [
   // API it calls is tested on both stores elsewhere, and each of its steps starts a
   // process, half a minute of the suite a store.
   'test/cli.test.ts',
+  // The same command under faults (a killed server, resets, a wrong token, a pipe closed
+  // early): what it meets is HTTP, whichever store answers.
+  'test/cli-faults.test.ts',
   // HTTPS and CORS are the transport's: nothing in them depends on the store.
   'test/tls.test.ts',
   'test/cors.test.ts',

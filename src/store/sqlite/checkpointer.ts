@@ -7,7 +7,6 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
-
 export interface CheckpointResult {
   /** 1 when readers or a writer kept the checkpoint from finishing (it never waits). */
   busy: number;
