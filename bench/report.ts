@@ -158,6 +158,7 @@ export function renderMarkdown(results: Results, chartFile: string | null): stri
     'npx tsx bench/callgrind.ts …        # builds or settings compared by instructions a request (valgrind)',
     'npm run bench:profile              # CPU profile of the compiled server under the c = 50 PUT load',
     'npm run bench:versus -- --base REV # this build against a build of commit REV and the bare route, in turns',
+    'NODE_OPTIONS="--import ./bench/stall-trace.mjs" …  # a timeline of what holds requests up; bench/stall-report.mjs sums it',
     '```',
     '',
     `Settings of this run: ${results.settings.rounds} rounds, ${results.settings.seconds} s of load a side a round, ${results.settings.warmupSeconds} s warm-up a side.`,
