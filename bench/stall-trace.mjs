@@ -18,14 +18,18 @@ function trace() {
   const dir = process.env.STALL_TRACE_DIR ?? tmpdir();
   const out = fs.openSync(`${dir}/stall-trace-${process.pid}.log`, 'a');
   const emit = (kind, ms, detail = '') => fs.writeSync(out, `${Date.now()} ${kind} ${ms.toFixed(2)} ${detail}\n`);
+  /** Emits `kind` if more than `overMs` have passed since `started`. */
+  const since = (kind, overMs, started, detail) => {
+    const ms = performance.now() - started;
+    if (ms > overMs) emit(kind, ms, detail?.());
+  };
   /** Calls `work`, and emits `kind` if it took longer than `overMs`. */
   const timed = (kind, overMs, work, detail) => {
     const started = performance.now();
     try {
       return work();
     } finally {
-      const ms = performance.now() - started;
-      if (ms > overMs) emit(kind, ms, detail?.());
+      since(kind, overMs, started, detail);
     }
   };
 
@@ -45,8 +49,7 @@ function trace() {
         try {
           return await datasync.call(this);
         } finally {
-          const ms = performance.now() - started;
-          if (ms > 5) emit('pool-fdatasync', ms);
+          since('pool-fdatasync', 5, started);
         }
       };
     }
@@ -73,7 +76,8 @@ function trace() {
   let last = performance.now();
   setInterval(() => {
     const now = performance.now();
-    if (now - last - 1 > 8) emit('stall', now - last - 1);
+    const late = now - last - 1;
+    if (late > 8) emit('stall', late);
     last = now;
   }, 1).unref();
 
@@ -81,6 +85,6 @@ function trace() {
   diagnostics.subscribe('http.server.request.start', ({ request }) => started.set(request, performance.now()));
   diagnostics.subscribe('http.server.response.finish', ({ request }) => {
     const at = started.get(request);
-    if (at !== undefined && performance.now() - at > 15) emit('slow-request', performance.now() - at, request.method);
+    if (at !== undefined) since('slow-request', 15, at, () => request.method);
   });
 }
