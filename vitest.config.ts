@@ -22,6 +22,7 @@ const STORE_FREE = [
   'test/tail-pages.test.ts',
   'test/lint-boundaries.test.ts', // reads eslint.config.js, no store
   'test/client-abort.test.ts', // how a client's reset is logged: the store plays no part
+  'test/client-timeouts.test.ts', // the client against bare sockets that stop answering
   // The command-line client speaks HTTP only (its backup and restore are SQLite's): the
   // API it calls is tested on both stores elsewhere, and each of its steps starts a
   // process, half a minute of the suite a store.

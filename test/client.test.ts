@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CutStreamError, StatelogClient, StatelogError } from '@statelog/client';
 import { startApp, type TestApp } from './support/helpers.js';
@@ -72,6 +73,24 @@ describe('StatelogClient', () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  it('leaves no listener on a signal shared by calls that have ended', async () => {
+    // A service passes one shutdown signal to every call: each call's timeout is linked to
+    // it, and the link must go when the call ends, not when its timeout would have fired.
+    const shutdown = new AbortController();
+    const { signal } = shutdown;
+    for (let i = 0; i < 12; i++) await client.put(`k${i}`, i, { signal });
+    for (let i = 0; i < 12; i++) expect((await client.get(`k${i}`, { signal }))!.value).toBe(i);
+    expect(await client.get('missing', { signal })).toBeNull();
+    await expect(client.put('', 1, { signal })).rejects.toMatchObject({ code: 'invalid_key' });
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+    // The link still carries an abort while a call is under way.
+    const pending = client.put('late', 1, { signal });
+    expect(getEventListeners(signal, 'abort').length).toBeGreaterThan(0);
+    shutdown.abort(new Error('shutting down'));
+    await expect(pending).rejects.toThrow('shutting down');
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
   });
 
   it('gives up after its retries and surfaces the connection error', async () => {

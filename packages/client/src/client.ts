@@ -102,7 +102,7 @@ export interface ClientOptions {
   url: string;
   token?: string;
   retry?: Partial<RetryPolicy>;
-  /** Per-request timeout, except long polls and streams. */
+  /** Per attempt of a call, its answer's body included (a long poll's wait is added to it); streams have none. */
   timeoutMs?: number;
   /** Called before each retry with its cause (unreachable, timeout, 503, 429). */
   onRetry?: (cause: StatelogError, attempt: number) => void;
@@ -358,12 +358,36 @@ export class StatelogClient {
   }
 
   private async json(call: Call): Promise<unknown> {
-    const res = await this.send(call);
-    return res.json();
+    const { res, done } = await this.attempts(call);
+    try {
+      return await res.json();
+    } catch (err) {
+      // The timeout covers the body too: a body that stops coming is the same typed error.
+      if ((err as Error)?.name === 'TimeoutError' && !call.signal?.aborted) throw timeoutError(this.url, this.timeoutOf(call));
+      throw err;
+    } finally {
+      done();
+    }
   }
 
-  /** Sends with retries; resolves with a 2xx response, throws StatelogError otherwise. */
+  /** Sends with retries, for a body read as a stream (its calls have no timeout). */
   private async send(call: Call): Promise<Response> {
+    const { res, done } = await this.attempts(call);
+    done();
+    return res;
+  }
+
+  private timeoutOf(call: Call): number {
+    return call.timeoutMs ?? this.timeoutMs;
+  }
+
+  /**
+   * Sends with retries; resolves with a 2xx response, throws StatelogError otherwise.
+   * `done` ends the answering attempt's timeout and its link to the caller's signal, once
+   * its body is read: a signal shared by many calls must not keep a listener and a timer
+   * for every call that has ended.
+   */
+  private async attempts(call: Call): Promise<{ res: Response; done: () => void }> {
     const url = new URL(this.url + call.path);
     for (const [name, value] of Object.entries(call.query ?? {})) {
       if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
@@ -372,16 +396,18 @@ export class StatelogClient {
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     const body = call.text ?? (call.body === undefined ? undefined : JSON.stringify(call.body));
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const timeoutMs = call.timeoutMs ?? this.timeoutMs;
+    const timeoutMs = this.timeoutOf(call);
 
     for (let attempt = 0; ; attempt++) {
       const canRetry = call.retry && attempt < this.retryPolicy.retries;
+      const link = linkTimeout(call.signal, timeoutMs);
       let res: Response;
       try {
-        const init = { method: call.method, headers, body, signal: withTimeout(call.signal, timeoutMs) };
+        const init = { method: call.method, headers, body, signal: link.signal };
         // Node's fetch takes an undici dispatcher (not in the DOM's RequestInit).
         res = await fetch(url, this.dispatcher ? ({ ...init, dispatcher: this.dispatcher } as unknown as RequestInit) : init);
       } catch (err) {
+        link.done();
         if (call.signal?.aborted) throw err;
         // No answer: a typed error naming the server and the cause, not fetch's bare TypeError.
         const failure = (err as Error)?.name === 'TimeoutError' ? timeoutError(this.url, timeoutMs) : isConnectionError(err) ? connectionError(this.url, err) : err;
@@ -392,37 +418,42 @@ export class StatelogClient {
         }
         throw failure;
       }
-      if (res.ok) return res;
-      if (canRetry && (res.status === 503 || res.status === 429)) {
-        this.onRetry?.(new StatelogError(res.status, res.status === 503 ? 'unavailable' : 'too_many_requests', `${res.status} from ${this.url}`), attempt);
-        const retryAfter = Number(res.headers.get('retry-after'));
-        await res.body?.cancel();
-        await sleep(backoffDelay(attempt, this.retryPolicy, Number.isFinite(retryAfter) ? retryAfter : undefined), call.signal);
-        continue;
+      if (res.ok) return { res, done: link.done };
+      try {
+        if (canRetry && (res.status === 503 || res.status === 429)) {
+          this.onRetry?.(new StatelogError(res.status, res.status === 503 ? 'unavailable' : 'too_many_requests', `${res.status} from ${this.url}`), attempt);
+          const retryAfter = Number(res.headers.get('retry-after'));
+          await res.body?.cancel();
+          await sleep(backoffDelay(attempt, this.retryPolicy, Number.isFinite(retryAfter) ? retryAfter : undefined), call.signal);
+          continue;
+        }
+        throw await toError(res);
+      } finally {
+        link.done();
       }
-      throw await toError(res);
     }
   }
 }
 
 /**
- * The caller's signal, aborted also after `timeoutMs` (0: never). Linked by hand rather
- * than with AbortSignal.any, whose composed signal Node 20 may collect while fetch
- * still depends on it, so that an abort never reaches the request.
+ * The caller's signal, aborted also after `timeoutMs` (0: never), and what undoes the
+ * link. Linked by hand rather than with AbortSignal.any, whose composed signal Node 20
+ * may collect while fetch still depends on it, so that an abort never reaches the request.
  */
-function withTimeout(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal | undefined {
-  if (timeoutMs <= 0) return signal;
+function linkTimeout(signal: AbortSignal | undefined, timeoutMs: number): { signal: AbortSignal | undefined; done: () => void } {
+  if (timeoutMs <= 0) return { signal, done: () => {} };
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new DOMException('the request timed out', 'TimeoutError')), timeoutMs);
   timer.unref();
   const onAbort = () => controller.abort(signal!.reason);
-  if (signal?.aborted) onAbort();
-  else signal?.addEventListener('abort', onAbort, { once: true });
-  controller.signal.addEventListener('abort', () => {
+  const done = () => {
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
-  });
-  return controller.signal;
+  };
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  controller.signal.addEventListener('abort', done, { once: true });
+  return { signal: controller.signal, done };
 }
 
 async function toError(res: Response): Promise<StatelogError> {
