@@ -1,6 +1,7 @@
 // Bounded work per read of changes: a filtered page examines at most FEED_SCAN_RECORDS
 // offsets and says where it stopped; long polls and streams are capped; `key=` watches
 // one key. On a real listening server, as readers reach it.
+import { setMaxListeners } from 'node:events';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FEED_SCAN_RECORDS } from '../src/feed/change-feed.js';
@@ -93,6 +94,8 @@ describe('a filtered read over a long log', () => {
     expect((await getJson(`${base}/v1/keys/key-000001`, probeAgent)).status).toBe(200);
     const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
     const stop = new AbortController();
+    // The 300 readers' requests all listen to it.
+    setMaxListeners(0, stop.signal);
     let polls = 0;
     let refused = 0;
 
