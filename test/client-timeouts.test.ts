@@ -48,6 +48,13 @@ describe('StatelogClient timeouts', () => {
     await expect(client.get('k')).rejects.toMatchObject({ code: 'timeout', details: { timeoutMs: 150 } });
   });
 
+  it('gives the same typed timeout when an error answer\'s body stops coming', async () => {
+    const head = 'HTTP/1.1 409 Conflict\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n';
+    const url = await silentAfter(`${head}{"error":{"code":`);
+    const client = new StatelogClient({ url, timeoutMs: 150, retry: { retries: 0 } });
+    await expect(client.put('k', 1)).rejects.toMatchObject({ code: 'timeout', details: { timeoutMs: 150 } });
+  });
+
   it('lets the caller abort a call that gets no answer, with the caller\'s reason', async () => {
     const url = await silentAfter('');
     const client = new StatelogClient({ url, timeoutMs: 10_000, retry: { retries: 0 } });

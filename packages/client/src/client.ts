@@ -362,12 +362,15 @@ export class StatelogClient {
     try {
       return await res.json();
     } catch (err) {
-      // The timeout covers the body too: a body that stops coming is the same typed error.
-      if ((err as Error)?.name === 'TimeoutError' && !call.signal?.aborted) throw timeoutError(this.url, this.timeoutOf(call));
-      throw err;
+      throw this.bodyFailure(err, call);
     } finally {
       done();
     }
+  }
+
+  /** The timeout covers the body too: a body that stops coming is the same typed error. */
+  private bodyFailure(err: unknown, call: Call): unknown {
+    return (err as Error)?.name === 'TimeoutError' && !call.signal?.aborted ? timeoutError(this.url, this.timeoutOf(call)) : err;
   }
 
   /** Sends with retries, for a body read as a stream (its calls have no timeout). */
@@ -427,7 +430,7 @@ export class StatelogClient {
           await sleep(backoffDelay(attempt, this.retryPolicy, Number.isFinite(retryAfter) ? retryAfter : undefined), call.signal);
           continue;
         }
-        throw await toError(res);
+        throw await toError(res).catch((err: unknown) => Promise.reject(this.bodyFailure(err, call)));
       } finally {
         link.done();
       }
