@@ -440,8 +440,9 @@ export class StatelogClient {
 
 /**
  * The caller's signal, aborted also after `timeoutMs` (0: never), and what undoes the
- * link. Linked by hand rather than with AbortSignal.any, whose composed signal Node 20
- * may collect while fetch still depends on it, so that an abort never reaches the request.
+ * link. Linked by hand rather than with AbortSignal.any: Node 20 may collect the signal
+ * that composes while fetch still depends on it, and an abort would then never reach the
+ * request.
  */
 function linkTimeout(signal: AbortSignal | undefined, timeoutMs: number): { signal: AbortSignal | undefined; done: () => void } {
   if (timeoutMs <= 0) return { signal, done: () => {} };
