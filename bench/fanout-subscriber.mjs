@@ -33,7 +33,9 @@ function numberAt(bytes, at) {
 function onChunk(stream, chunk, arrived) {
   chunks += 1;
   const bytes = stream.rest === null ? chunk : Buffer.concat([stream.rest, chunk]);
-  const complete = bytes.lastIndexOf('\n\n') + 2;
+  // Up to the end of the last complete event; none yet when an event is split (-1).
+  const lastEnd = bytes.lastIndexOf('\n\n');
+  const complete = lastEnd < 0 ? 0 : lastEnd + 2;
   stream.rest = complete < bytes.length ? Buffer.from(bytes.subarray(complete)) : null;
   for (let at = bytes.indexOf(ID); at >= 0 && at < complete; at = bytes.indexOf(ID, at + ID.length)) {
     const lineEnd = bytes.indexOf(NEWLINE, at);
