@@ -1,6 +1,7 @@
 // One process of SSE subscribers for bench/fanout.ts: opens its share of streams, and
 // for every record event notes the delay from the record's commit time (its ts) to
-// the arrival of the chunk that carried it, in a histogram of 0.1 ms buckets.
+// the arrival of the chunk that carried it, in a histogram of 0.1 ms buckets: one for
+// the warm-up's records, one for those after it (bench/fanout.ts says where it ends).
 // Plain JavaScript on Buffers: the subscribers share two cores with the server, and
 // what they spend decoding text and loading a TypeScript loader is taken from it.
 import http from 'node:http';
@@ -13,6 +14,9 @@ const TS = Buffer.from('"ts":');
 const NEWLINE = 0x0a;
 
 const histogram = new Array(BUCKETS + 1).fill(0);
+const warmup = new Array(BUCKETS + 1).fill(0);
+/** The warm-up's last record: every record up to here goes in `warmup`. */
+let warmupHead = Infinity;
 let received = 0;
 let chunks = 0;
 /** @type {{ rest: Buffer | null, last: number }[]} */
@@ -46,7 +50,7 @@ function onChunk(stream, chunk, arrived) {
     // A record's data ends with "ts":<n>}
     const next = bytes.indexOf('\n\n', lineEnd);
     const ts = numberAt(bytes, bytes.lastIndexOf(TS, next) + TS.length);
-    histogram[Math.min(BUCKETS, Math.max(0, Math.floor((arrived - ts) * 10)))] += 1;
+    (offset <= warmupHead ? warmup : histogram)[Math.min(BUCKETS, Math.max(0, Math.floor((arrived - ts) * 10)))] += 1;
     received += 1;
   }
 }
@@ -67,14 +71,20 @@ function open() {
 }
 
 await Promise.all(Array.from({ length: Number(countText) }, open));
-// CPU from here on: what receiving costs, without start-up and connecting.
-const atReady = process.cpuUsage();
+// CPU from here on (from the warm-up's end once told): what receiving costs, without
+// start-up and connecting.
+let atReady = process.cpuUsage();
 process.send({ type: 'ready' });
 process.on('message', (message) => {
+  if (message.type === 'warmed-up') {
+    warmupHead = message.head;
+    atReady = process.cpuUsage();
+    process.send({ type: 'warmed-up' });
+  }
   if (message.type === 'progress') process.send({ type: 'progress', received, lowest: Math.min(...streams.map((s) => s.last)) });
   if (message.type === 'report') {
     const cpu = process.cpuUsage(atReady);
-    process.send({ type: 'report', histogram, received, chunks, cpuSeconds: (cpu.user + cpu.system) / 1e6 });
+    process.send({ type: 'report', histogram, warmup, received, chunks, cpuSeconds: (cpu.user + cpu.system) / 1e6 });
     process.exit(0);
   }
 });

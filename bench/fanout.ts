@@ -2,12 +2,13 @@
 // subscribers on a real server process while a writer commits 2,000 records/s (batches
 // of 10 every 5 ms); reports the delivery latency from commit (the record's ts, stamped
 // by the server as it commits) to receipt by each subscriber, p50/p99/max, for several
-// rounds (a fresh server each). Subscribers live in SUBSCRIBER_PROCS child processes so
+// rounds (a fresh server each). The first second of writes warms the fresh server up
+// (its JIT, its new files); their delays are reported apart. Subscribers live in SUBSCRIBER_PROCS child processes so
 // that parsing does not delay receipt. Target: p99 <= 10 ms. Each round also measures,
 // alternating with statelog, a bare relay that stores nothing
 // (bench/fanout-bare-server.ts): the floor of this machine under the same writer and
 // subscribers.
-// Options (environment): SUBSCRIBERS, RATE, SECONDS, SUBSCRIBER_PROCS, STATELOG_SYNC.
+// Options (environment): SUBSCRIBERS, RATE, SECONDS, WARMUP_SECONDS, SUBSCRIBER_PROCS, STATELOG_SYNC.
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -27,6 +28,8 @@ interface Scale {
   subscribers: number;
   /** Seconds of writing a round. */
   seconds: number;
+  /** Seconds of writing before them, on the fresh server, whose records are counted apart. */
+  warmupSeconds: number;
 }
 
 interface Subscriber {
@@ -113,6 +116,16 @@ async function run(server: ServerProcess, scale: Scale) {
     startSubscribers(server.base, Math.min(perProc, scale.subscribers - i * perProc)),
   );
   await Promise.all(subscribers.map((s) => s.next('ready')));
+  // The warm-up's records are told apart by offset; the subscribers acknowledge the
+  // warm-up's head before any record after it is written.
+  const warm = await write(server.base, scale.warmupSeconds);
+  await Promise.all(
+    subscribers.map((s) => {
+      const acknowledged = s.next('warmed-up');
+      s.child.send({ type: 'warmed-up', head: warm.head });
+      return acknowledged;
+    }),
+  );
   const serverCpu = server.cpuSeconds();
   const writerCpu = process.cpuUsage();
   const written = await write(server.base, scale.seconds);
@@ -133,7 +146,7 @@ async function run(server: ServerProcess, scale: Scale) {
   }
   const reports = await Promise.all(
     subscribers.map((s) => {
-      const answer = s.next<{ histogram: number[]; received: number; chunks: number; cpuSeconds: number }>('report');
+      const answer = s.next<{ histogram: number[]; warmup: number[]; received: number; chunks: number; cpuSeconds: number }>('report');
       s.child.send({ type: 'report' });
       return answer;
     }),
@@ -141,20 +154,22 @@ async function run(server: ServerProcess, scale: Scale) {
   const serverCpuSeconds = server.cpuSeconds() - serverCpu;
   const writer = process.cpuUsage(writerCpu);
   const histogram = reports[0]!.histogram.map((_, i) => reports.reduce((sum, r) => sum + r.histogram[i]!, 0));
+  const warmup = reports[0]!.warmup.map((_, i) => reports.reduce((sum, r) => sum + r.warmup[i]!, 0));
   const received = reports.reduce((sum, r) => sum + r.received, 0);
-  if (received !== written.records * scale.subscribers) {
-    throw new Error(`received ${received} records, expected ${written.records * scale.subscribers}`);
-  }
+  const expected = (warm.records + written.records) * scale.subscribers;
+  if (received !== expected) throw new Error(`received ${received} records, expected ${expected}`);
   return {
     records: written.records,
     writeRate: Math.round(written.records / written.seconds),
-    deliveries: received,
+    deliveries: received - warm.records * scale.subscribers,
     /** Socket reads that carried them, over all subscribers. */
     chunks: reports.reduce((sum, r) => sum + r.chunks, 0),
     p50Ms: percentileOf(histogram, 50),
     p90Ms: percentileOf(histogram, 90),
     p99Ms: percentileOf(histogram, 99),
     maxMs: percentileOf(histogram, 100),
+    /** The same for the warm-up's records: the fresh server's first second. */
+    warmup: { records: warm.records, p50Ms: percentileOf(warmup, 50), p99Ms: percentileOf(warmup, 99), maxMs: percentileOf(warmup, 100) },
     // Where the machine's CPU went while writing (the subscribers' share counts from their 'ready').
     cpuSeconds: {
       server: Math.round(serverCpuSeconds * 100) / 100,
@@ -184,7 +199,8 @@ async function groupCommitLatency(base: string): Promise<{ groups: number; p50At
 type RunResult = Awaited<ReturnType<typeof run>> & { groupCommit?: Awaited<ReturnType<typeof groupCommitLatency>> };
 
 const describe = (result: RunResult): string =>
-  `${result.writeRate} records/s in ${result.chunks} chunks, latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms; ` +
+  `${result.writeRate} records/s in ${result.chunks} chunks, latency p50 ${result.p50Ms} ms, p90 ${result.p90Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms ` +
+  `(warm-up p99 ${result.warmup.p99Ms} ms, max ${result.warmup.maxMs} ms); ` +
   `CPU s server ${result.cpuSeconds.server}, subscribers ${result.cpuSeconds.subscribers}, ` +
   `writer ${result.cpuSeconds.writer}; load ${result.loadAverage.toFixed(1)}` +
   (result.groupCommit ? `; group commit to durable p50 <= ${result.groupCommit.p50AtMostMs} ms, p99 <= ${result.groupCommit.p99AtMostMs} ms` : '');
@@ -210,6 +226,7 @@ export const fanoutFigure: Figure = {
     const scale: Scale = {
       subscribers: Number(process.env.SUBSCRIBERS ?? (settings.smoke ? 10 : 100)),
       seconds: Number(process.env.SECONDS ?? (settings.smoke ? 1 : 10)),
+      warmupSeconds: Number(process.env.WARMUP_SECONDS ?? (settings.smoke ? 0.2 : 1)),
     };
     const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-'));
     try {
@@ -222,16 +239,19 @@ export const fanoutFigure: Figure = {
       const bare = rounds['bare relay'];
       return {
         scale:
-          `${scale.subscribers} subscribers in ${PROCS} processes, ${RATE} records/s (batches of ${BATCH}) for ${scale.seconds} s a round, ` +
+          `${scale.subscribers} subscribers in ${PROCS} processes, ${RATE} records/s (batches of ${BATCH}) for ${scale.seconds} s a round ` +
+          `after ${scale.warmupSeconds} s of warm-up on the fresh server (its records counted apart), ` +
           `STATELOG_SYNC=${SYNC}, LOG_LEVEL=info (200 access-log lines a second); latency from the commit's timestamp to receipt; ` +
           'the bare relay (bench/fanout-bare-server.ts) stores and fsyncs nothing',
-        settings: { subscribers: scale.subscribers, rate: RATE, batch: BATCH, seconds: scale.seconds, subscriberProcesses: PROCS, sync: SYNC },
+        settings: { subscribers: scale.subscribers, rate: RATE, batch: BATCH, seconds: scale.seconds, warmupSeconds: scale.warmupSeconds, subscriberProcesses: PROCS, sync: SYNC },
         metrics: [
           { label: 'statelog delivery p50', unit: 'ms', values: statelog.map((r) => r.p50Ms) },
           { label: 'statelog delivery p99', unit: 'ms', values: statelog.map((r) => r.p99Ms), target: { op: '<=', value: 10 } },
           { label: 'bare relay delivery p50', unit: 'ms', values: bare.map((r) => r.p50Ms) },
           { label: 'bare relay delivery p99', unit: 'ms', values: bare.map((r) => r.p99Ms) },
           { label: 'ratio statelog / bare relay (p99)', unit: '×', values: ratios(statelog.map((r) => r.p99Ms), bare.map((r) => r.p99Ms)) },
+          { label: 'statelog delivery p99 in the warm-up', unit: 'ms', values: statelog.map((r) => r.warmup.p99Ms) },
+          { label: 'bare relay delivery p99 in the warm-up', unit: 'ms', values: bare.map((r) => r.warmup.p99Ms) },
           { label: 'statelog group commit to durable, p99 at most', unit: 'ms', values: statelog.map((r) => r.groupCommit!.p99AtMostMs) },
           { label: 'statelog server CPU a round', unit: 's', values: statelog.map((r) => r.cpuSeconds.server) },
           { label: 'bare relay server CPU a round', unit: 's', values: bare.map((r) => r.cpuSeconds.server) },
