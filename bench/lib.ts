@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
+import { SERVER_ENTRY } from '../harness/build.js';
 import { fillLog } from '../harness/fill-log.js';
 import { freePort, startServer, type ListeningServer } from '../harness/server-process.js';
 
@@ -82,15 +83,16 @@ export async function startNode(entry: string, env: Record<string, string>, opti
 }
 
 /**
- * A statelog server (src/server.ts through tsx unless `options.entry` names another, such
- * as the compiled dist/server.js; STATELOG_SYNC=full unless `env` says otherwise, no compaction timer)
+ * A statelog server (the compiled dist/server.js, as `npm start` runs it and bench/run.ts
+ * builds it, unless `options.entry` names another, such as src/server.ts through tsx,
+ * which serves fewer requests a second; STATELOG_SYNC=full unless `env` says otherwise, no compaction timer)
  * on a fresh database in a temporary folder, or on `env.STATELOG_DB`. The temporary
  * folder is removed when the server stops.
  */
 export function startStatelog(env: Record<string, string> = {}, options: StartOptions & { entry?: string } = {}): Promise<Server> {
   const dir = env.STATELOG_DB ? null : mkdtempSync(join(tmpdir(), 'statelog-bench-'));
   return startNode(
-    options.entry ?? 'src/server.ts',
+    options.entry ?? SERVER_ENTRY,
     { STATELOG_SYNC: 'full', STATELOG_COMPACT_INTERVAL_MS: '0', ...(dir ? { STATELOG_DB: join(dir, 'bench.db') } : {}), ...env },
     { ...options, cleanup: () => dir && rmSync(dir, { recursive: true, force: true }) },
   );

@@ -10,6 +10,7 @@ import { join, relative } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadAverage, machine, versions } from './facts.js';
 import { met, type Figure, type FigureResult, type RunSettings } from './figure.js';
+import { buildServer } from '../harness/build.js';
 import { ROOT, summary } from './lib.js';
 import { writeDocs, type FigureRecord, type Results } from './report.js';
 
@@ -82,6 +83,10 @@ if (options.list) {
   console.log(NAMES.join('\n'));
   process.exit(0);
 }
+
+// The servers measured are the compiled ones, as `npm start` runs them (not the sources
+// through tsx): built now, so that they are the working tree's.
+buildServer();
 
 // A smoke run shares the machine with the test suite: a server's event loop there can lag a
 // second behind at start-up, and its load shedding would refuse the few requests a figure sends.

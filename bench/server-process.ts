@@ -1,8 +1,9 @@
 // The statelog server as a child process for the benchmarks, started exactly as in
-// production (src/server.ts) by harness/server-process.ts, with its resident memory
+// production (the compiled dist/server.js) by harness/server-process.ts, with its resident memory
 // read from /proc.
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { SERVER_ENTRY } from '../harness/build.js';
 import { LISTENING_LINE, startServer as startProcess } from '../harness/server-process.js';
 import { processSeconds } from './cpu-share.js';
 
@@ -17,8 +18,8 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
-/** statelog (src/server.ts), or another entry that logs the same "Server listening at" line. */
-export async function startServer(env: Record<string, string>, entry = 'src/server.ts'): Promise<ServerProcess> {
+/** statelog (compiled, as bench/lib.ts's startStatelog), or another entry that logs the same "Server listening at" line. */
+export async function startServer(env: Record<string, string>, entry = SERVER_ENTRY): Promise<ServerProcess> {
   const server = await startProcess({
     entry,
     inheritEnv: true,
