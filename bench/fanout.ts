@@ -3,8 +3,9 @@
 // of 10 every 5 ms); reports the delivery latency from commit (the record's ts, stamped
 // by the server as it commits) to receipt by each subscriber, p50/p99/max, for several
 // rounds (a fresh server each). The first second of writes warms the fresh server up
-// (its JIT, its new files); their delays are reported apart. Subscribers live in SUBSCRIBER_PROCS child processes so
-// that parsing does not delay receipt. Target: p99 <= 10 ms. Each round also measures,
+// (its JIT, its new files); their delays are reported apart. Subscribers live in
+// SUBSCRIBER_PROCS child processes so that parsing does not delay receipt. Target:
+// p99 <= 10 ms. Each round also measures,
 // alternating with statelog, a bare relay that stores nothing
 // (bench/fanout-bare-server.ts): the floor of this machine under the same writer and
 // subscribers.
@@ -35,23 +36,36 @@ interface Scale {
 interface Subscriber {
   child: ChildProcess;
   next<T>(type: string): Promise<T>;
+  /** Sends a message and resolves with the answer of the same type. */
+  ask<T>(message: { type: string; [field: string]: unknown }): Promise<T>;
 }
 
 function startSubscribers(base: string, count: number): Subscriber {
   // Plain JavaScript, without tsx's loader: see bench/fanout-subscriber.mjs.
   const child = fork(fileURLToPath(new URL('./fanout-subscriber.mjs', import.meta.url)), [base, String(count)], { execArgv: [] });
+  const next = <T>(type: string) =>
+    new Promise<T>((resolve) => {
+      const listen = (message: { type: string }): void => {
+        if (message.type !== type) return;
+        child.off('message', listen);
+        resolve(message as T);
+      };
+      child.on('message', listen);
+    });
   return {
     child,
-    next: <T>(type: string) =>
-      new Promise<T>((resolve) => {
-        const listen = (message: { type: string }): void => {
-          if (message.type !== type) return;
-          child.off('message', listen);
-          resolve(message as T);
-        };
-        child.on('message', listen);
-      }),
+    next,
+    ask<T>(message: { type: string }) {
+      const answer = next<T>(message.type);
+      child.send(message);
+      return answer;
+    },
   };
+}
+
+/** The subscribers' histograms of one kind, added bucket by bucket. */
+function added(histograms: number[][]): number[] {
+  return histograms[0]!.map((_, i) => histograms.reduce((sum, h) => sum + h[i]!, 0));
 }
 
 /**
@@ -119,13 +133,7 @@ async function run(server: ServerProcess, scale: Scale) {
   // The warm-up's records are told apart by offset; the subscribers acknowledge the
   // warm-up's head before any record after it is written.
   const warm = await write(server.base, scale.warmupSeconds);
-  await Promise.all(
-    subscribers.map((s) => {
-      const acknowledged = s.next('warmed-up');
-      s.child.send({ type: 'warmed-up', head: warm.head });
-      return acknowledged;
-    }),
-  );
+  await Promise.all(subscribers.map((s) => s.ask({ type: 'warmed-up', head: warm.head })));
   const serverCpu = server.cpuSeconds();
   const writerCpu = process.cpuUsage();
   const written = await write(server.base, scale.seconds);
@@ -133,28 +141,17 @@ async function run(server: ServerProcess, scale: Scale) {
   // Every subscriber must receive every record.
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const progress = await Promise.all(
-      subscribers.map((s) => {
-        const answer = s.next<{ lowest: number }>('progress');
-        s.child.send({ type: 'progress' });
-        return answer;
-      }),
-    );
+    const progress = await Promise.all(subscribers.map((s) => s.ask<{ lowest: number }>({ type: 'progress' })));
     if (progress.every((p) => p.lowest >= written.head)) break;
     if (Date.now() > deadline) throw new Error(`subscribers stuck at ${JSON.stringify(progress)}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  const reports = await Promise.all(
-    subscribers.map((s) => {
-      const answer = s.next<{ histogram: number[]; warmup: number[]; received: number; chunks: number; cpuSeconds: number }>('report');
-      s.child.send({ type: 'report' });
-      return answer;
-    }),
-  );
+  type Report = { histogram: number[]; warmup: number[]; received: number; chunks: number; cpuSeconds: number };
+  const reports = await Promise.all(subscribers.map((s) => s.ask<Report>({ type: 'report' })));
   const serverCpuSeconds = server.cpuSeconds() - serverCpu;
   const writer = process.cpuUsage(writerCpu);
-  const histogram = reports[0]!.histogram.map((_, i) => reports.reduce((sum, r) => sum + r.histogram[i]!, 0));
-  const warmup = reports[0]!.warmup.map((_, i) => reports.reduce((sum, r) => sum + r.warmup[i]!, 0));
+  const histogram = added(reports.map((r) => r.histogram));
+  const warmup = added(reports.map((r) => r.warmup));
   const received = reports.reduce((sum, r) => sum + r.received, 0);
   const expected = (warm.records + written.records) * scale.subscribers;
   if (received !== expected) throw new Error(`received ${received} records, expected ${expected}`);

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI_ENTRY } from './support/build-global-setup.js';
+import { CLI_ENTRY } from '../harness/build.js';
 import { startServer, type ListeningServer } from './support/child-server.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

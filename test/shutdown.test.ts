@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { SERVER_ENTRY } from './support/build-global-setup.js';
+import { SERVER_ENTRY } from '../harness/build.js';
 import { tempDir, testStore, type TestStore } from './support/helpers.js';
 import { SseClient } from './support/stream-clients.js';
 

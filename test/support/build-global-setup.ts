@@ -2,11 +2,10 @@
 // (harness/build.ts) once before any file runs. The tests' child processes then start
 // from that JavaScript, as in production, instead of compiling the TypeScript through tsx
 // at each of the suite's many process starts, which cost more than a second of CPU each.
-import { buildServer } from '../../harness/build.js';
-
-export { CLI_ENTRY, SERVER_ENTRY } from '../../harness/build.js';
+import { buildClient, buildServer } from '../../harness/build.js';
 
 export default function setup(): void {
+  buildClient();
   // Incremental, as `npm start` builds: a second project's setup finds nothing to do.
   buildServer();
 }

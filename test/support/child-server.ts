@@ -14,7 +14,7 @@ import {
   type ListeningServer as Listening,
   type ServerProcess,
 } from '../../harness/server-process.js';
-import { SERVER_ENTRY } from './build-global-setup.js';
+import { SERVER_ENTRY } from '../../harness/build.js';
 import { testStore, type TestStore } from './store-access.js';
 
 export type { Exit };

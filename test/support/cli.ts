@@ -2,7 +2,7 @@
 // JavaScript, as `npm link` installs it (built by test/support/build-global-setup.ts).
 import { execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { CLI_ENTRY } from './build-global-setup.js';
+import { CLI_ENTRY } from '../../harness/build.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
