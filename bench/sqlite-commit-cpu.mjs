@@ -1,28 +1,23 @@
 // What SQLite alone costs a PUT: CPU time of a group's transaction, as the store writes
 // it (the records appended, each key's state row upserted in key order, the meta row),
 // against the same transaction without the state upserts. Groups of 30 PUTs of random
-// keys of 10,000, synchronous = NORMAL (no fsync), the store's schema reduced to the
-// tables written; and the WAL frames (pages) a group writes. Not a figure of the suite: a
-// measurement for docs/BENCHMARKS.md.
+// keys of 10,000, synchronous = NORMAL (no fsync), on the store's own schema and pragmas
+// (from the compiled build: npm run build first); and the WAL frames (pages) a group
+// writes. Not a figure of the suite: a measurement for docs/BENCHMARKS.md.
 //   node bench/sqlite-commit-cpu.mjs
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { migrate } from '../dist/store/sqlite/migrations.js';
+import { openDatabase } from '../dist/store/sqlite/store.js';
 
 const GROUP = 30;
 const KEYS = 10_000;
 const dir = mkdtempSync(join(tmpdir(), 'sqlite-commit-'));
 
 function open(name, withState) {
-  const db = new Database(join(dir, `${name}.db`));
-  db.pragma('auto_vacuum = INCREMENTAL');
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.exec(`CREATE TABLE log (seq INTEGER PRIMARY KEY, key TEXT NOT NULL, op TEXT NOT NULL, value TEXT, ts INTEGER NOT NULL);
-    CREATE TABLE state (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, live INTEGER NOT NULL, expires_at INTEGER) WITHOUT ROWID;
-    CREATE TABLE meta (id INTEGER PRIMARY KEY, head INTEGER NOT NULL, digest TEXT);
-    INSERT INTO meta VALUES (1, 0, NULL);`);
+  const db = openDatabase(join(dir, `${name}.db`));
+  migrate(db);
   const append = db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)');
   const setState = db.prepare(
     `INSERT INTO state (key, seq, live, expires_at) VALUES (?, ?, 1, NULL)
