@@ -51,9 +51,14 @@ export interface CpuShare {
 /**
  * Measures while `work` runs. `groups` name the pids to account for (read when the
  * measurement starts and again at its end, so that processes started meanwhile count);
- * the load generator (this process) is always counted as "load generator".
+ * this process is counted as "load generator" unless `generatorCores` reads the cores of
+ * a generator in processes of its own from the work's result.
  */
-export async function measureCpu<T>(groups: Record<string, () => number[]>, work: () => Promise<T>): Promise<{ result: T; cpu: CpuShare }> {
+export async function measureCpu<T>(
+  groups: Record<string, () => number[]>,
+  work: () => Promise<T>,
+  generatorCores?: (result: T) => number,
+): Promise<{ result: T; cpu: CpuShare }> {
   const sample = () => {
     const own = process.cpuUsage();
     return {
@@ -73,7 +78,7 @@ export async function measureCpu<T>(groups: Record<string, () => number[]>, work
     for (const [pid, total] of pids) used += total - (before.groups[name]!.get(pid) ?? 0);
     cores[name] = round(used / seconds);
   }
-  cores['load generator'] = round((after.self - before.self) / seconds);
+  cores['load generator'] = round(generatorCores ? generatorCores(result) : (after.self - before.self) / seconds);
   const machine = { busy: after.machine.busy - before.machine.busy, total: after.machine.total - before.machine.total };
   return { result, cpu: { machineBusy: round(machine.busy / machine.total), cores } };
 }

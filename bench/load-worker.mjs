@@ -29,6 +29,7 @@ function drawn(list) {
 
 let ok = 0;
 let firstFailure = null;
+const cpuAtStart = process.cpuUsage();
 const instance = autocannon(
   {
     url,
@@ -41,6 +42,7 @@ const instance = autocannon(
   },
   (err, result) => {
     if (err) throw err;
+    const cpu = process.cpuUsage(cpuAtStart);
     process.send({
       ok,
       // Seconds from the first connection to the end, as autocannon measures its rate.
@@ -49,6 +51,8 @@ const instance = autocannon(
       errors: result.errors + result.timeouts,
       non2xx: result.non2xx,
       firstFailure,
+      // This process's CPU over the run: whether the generator, too, was short of a core.
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
     });
     process.disconnect();
   },

@@ -47,6 +47,12 @@ interface ThreadResult {
   errors: number;
   non2xx: number;
   firstFailure: string | null;
+  cpuSeconds: number;
+}
+
+/** A load's result, with the cores its generator processes used on average (1 = one core all the time). */
+export interface LoadResult extends LoopResult {
+  generatorCores: number;
 }
 
 function runThread(url: string, connections: number, seconds: number, requests: HttpRequest[], timeout: number, rate: number | null): Promise<ThreadResult> {
@@ -65,7 +71,7 @@ function runThread(url: string, connections: number, seconds: number, requests: 
  * `connections` keep-alive connections over `threads` threads for `seconds`. Anything but
  * a 2xx answer, a connection error or a timeout counts in `errors` and not in `rps`.
  */
-export async function load(options: LoadOptions): Promise<LoopResult> {
+export async function load(options: LoadOptions): Promise<LoadResult> {
   const threads = options.threads ?? generatorThreads(options.connections);
   const shares = Array.from({ length: threads }, (_, i) => Math.floor(options.connections / threads) + (i < options.connections % threads ? 1 : 0));
   const rate = options.rate === undefined ? null : options.rate / threads;
@@ -83,11 +89,12 @@ export async function load(options: LoadOptions): Promise<LoopResult> {
     p50: histogram.getValueAtPercentile(50) / 1000,
     p99: histogram.getValueAtPercentile(99) / 1000,
     errors,
+    generatorCores: results.reduce((sum, r) => sum + r.cpuSeconds, 0) / Math.max(...results.map((r) => r.elapsed)),
   };
 }
 
 /** The same load, one request made by `next` at a time (for the figures that build them). */
-export function loadOf(url: string, connections: number, seconds: number, next: () => HttpRequest): Promise<LoopResult> {
+export function loadOf(url: string, connections: number, seconds: number, next: () => HttpRequest): Promise<LoadResult> {
   return load({ url, connections, seconds, requests: prebuilt(next) });
 }
 

@@ -3,10 +3,11 @@
 // machine is noisy), at 50, 1 and 10 connections. Also the comparison helper that
 // bench/read.ts uses for GET.
 //   npm run bench -- --only write,write-c1,write-c10
-import type { HttpRequest, LoopResult } from './closed-loop.js';
+import type { HttpRequest } from './closed-loop.js';
+import { describeCpu, measureCpu, type CpuShare } from './cpu-share.js';
 import { alternate, ratios, type Figure, type Metric, type RunSettings } from './figure.js';
 import { startBare, startStatelog, type Server } from './lib.js';
-import { load, prebuilt } from './load.js';
+import { load, prebuilt, type LoadResult } from './load.js';
 
 /** Keys the PUT load spreads over. */
 export const PUT_KEYS = 10_000;
@@ -17,9 +18,12 @@ export const randomValue = () => `{"balance":${Math.floor(Math.random() * 1e6)},
 /** A durable PUT of a small object to a random key of PUT_KEYS. */
 export const putRequest = (): HttpRequest => ({ method: 'PUT', path: `/v1/keys/${randomKey()}`, body: `{"value":${randomValue()}}` });
 
+/** A side's run, with the cores the server and the generator used during it. */
+export type SideRun = LoadResult & { cpu: CpuShare };
+
 export interface VersusBare {
-  statelog: LoopResult[];
-  bare: LoopResult[];
+  statelog: SideRun[];
+  bare: SideRun[];
 }
 
 /**
@@ -52,9 +56,16 @@ export async function versusBare(
     await run('statelog', settings.warmupSeconds);
     await run('bare', settings.warmupSeconds);
     return await alternate(settings.rounds, ['statelog', 'bare'] as const, async (side, round) => {
-      const result = await run(side, settings.seconds);
-      settings.log(`round ${round + 1}: ${side} ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`);
-      return result;
+      // The cores each side used tell a server short of CPU from a machine whose cores are all taken.
+      const { result, cpu } = await measureCpu(
+        { server: () => [servers[side].proc.pid!] },
+        () => run(side, settings.seconds),
+        (loaded) => loaded.generatorCores,
+      );
+      settings.log(
+        `round ${round + 1}: ${side} ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms; ${describeCpu(cpu)}`,
+      );
+      return { ...result, cpu };
     });
   } finally {
     await servers.statelog.stop();
@@ -65,6 +76,7 @@ export async function versusBare(
 /** req/s, p50 and p99 of both sides, and the per-round ratios. */
 export function versusBareMetrics(what: string, runs: VersusBare, rpsTarget?: number, p99Target?: number): Metric[] {
   const pick = (side: keyof VersusBare, field: 'rps' | 'p50' | 'p99') => runs[side].map((r) => r[field]);
+  const cores = (side: keyof VersusBare, group: string) => runs[side].map((r) => r.cpu.cores[group]!);
   return [
     { label: `statelog ${what}`, unit: 'req/s', values: pick('statelog', 'rps') },
     { label: `bare fastify ${what}`, unit: 'req/s', values: pick('bare', 'rps') },
@@ -84,6 +96,12 @@ export function versusBareMetrics(what: string, runs: VersusBare, rpsTarget?: nu
       values: ratios(pick('statelog', 'p99'), pick('bare', 'p99')),
       ...(p99Target === undefined ? {} : { target: { op: '<=' as const, value: p99Target } }),
     },
+    { label: 'statelog server CPU', unit: 'cores', values: cores('statelog', 'server') },
+    { label: 'load generator CPU, statelog rounds', unit: 'cores', values: cores('statelog', 'load generator') },
+    { label: 'machine busy, statelog rounds', unit: '%', values: runs.statelog.map((r) => r.cpu.machineBusy * 100) },
+    { label: 'bare fastify server CPU', unit: 'cores', values: cores('bare', 'server') },
+    { label: 'load generator CPU, bare rounds', unit: 'cores', values: cores('bare', 'load generator') },
+    { label: 'machine busy, bare rounds', unit: '%', values: runs.bare.map((r) => r.cpu.machineBusy * 100) },
   ];
 }
 

@@ -80,6 +80,11 @@ describe('npm run bench -- --smoke', () => {
     for (const figure of results.figures) expect(figure.settings?.failedRequests, figure.name).toBe(0);
     expect(metric('write', 'statelog PUT').median).toBeGreaterThan(0);
     expect(metric('read', 'ratio statelog / bare').median).toBeGreaterThan(0);
+    // The cores each side used, read from /proc and from the generator's processes.
+    expect(metric('write', 'statelog server CPU').median).toBeGreaterThan(0);
+    expect(metric('write', 'load generator CPU, bare rounds').median).toBeGreaterThan(0);
+    expect(metric('write', 'machine busy, statelog rounds').median).toBeGreaterThan(0);
+    expect(metric('write', 'machine busy, statelog rounds').median).toBeLessThanOrEqual(100);
     expect(metric('incr', 'acknowledged increments').median).toBeGreaterThan(0);
     // The harness's own check: no acknowledged increment lost.
     expect(metric('incr', 'lost updates').median).toBe(0);
