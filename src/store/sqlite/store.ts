@@ -276,11 +276,15 @@ export class SqliteStore implements LogStore {
       remembered: (key) => this.sql.claim.get(key) as RememberedAnswer | undefined,
     };
     // Planned and written in one transaction: a refused request is never written, so
-    // no request needs a savepoint of its own.
+    // no request needs a savepoint of its own. BEGIN IMMEDIATE, as every transaction of
+    // the store that reads before it writes: a deferred one takes the write lock only at
+    // its first write, and SQLite refuses that upgrade at once (SQLITE_BUSY, whatever the
+    // busy timeout) if another connection holds the lock just then, as the checkpoint and
+    // snapshot threads' connections do for a moment when they catch the WAL index mid-update.
     this.writeGroup = db.transaction((requests: WriteRequest[], ts: number, now: number) => {
       const plan = planWrites({ requests, head: this.meta.head, now, idempotencyTtlMs: this.ttlMs }, this.source);
       return { plan, ...this.writePlan(plan, ts) };
-    });
+    }).immediate;
     // The counters need no check or recount at start-up: every change to them (appends
     // and compaction steps alike) is written in the same transaction as the rows it
     // counts, so a crash at any point leaves both as of the same commit.
@@ -562,7 +566,8 @@ export class SqliteStore implements LogStore {
         // A lost compaction step costs nothing but redoing it, so its commit is not
         // fsynced; the next write's fsync covers it.
         try {
-          return this.db.transaction(work)();
+          // IMMEDIATE for the reason the write group's transaction is.
+          return this.db.transaction(work).immediate();
         } catch (err) {
           this.meta = before;
           throw err;
