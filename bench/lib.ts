@@ -109,7 +109,8 @@ export function startBare(): Promise<Server> {
 export const BENCH_DIR = process.env.BENCH_DIR ?? join(tmpdir(), 'statelog-bench');
 
 function removeDb(path: string): void {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+  // With the server's process lock (src/store/sqlite/process-lock.ts), which outlives it.
+  for (const suffix of ['', '-wal', '-shm', '.lock']) rmSync(`${path}${suffix}`, { force: true });
 }
 
 /**
