@@ -1,8 +1,9 @@
 // Errors that mean the database cannot be used right now (unreachable, restarting, the
-// connection dropped, no connection to be had in time), as opposed to a bug or a
-// statement the database refused: the request may be retried later, so it is answered
-// 503 `unavailable` with Retry-After, not 500. The store itself recovers by itself:
-// broken connections leave the pool and new ones are made on demand.
+// connection dropped, no connection to be had in time, SQLite's write lock held by another
+// process past the busy timeout), as opposed to a bug or a statement the database
+// refused: the request may be retried later, so it is answered 503 `unavailable` with
+// Retry-After, not 500. The store itself recovers by itself: broken connections leave the
+// pool and new ones are made on demand.
 
 /** Socket errors on the way to the database (Node's codes). */
 const NETWORK_CODES: ReadonlySet<string> = new Set([
@@ -40,7 +41,10 @@ export function isStoreUnavailable(err: unknown, depth = 0): boolean {
   if (!(err instanceof Error) || depth > 3) return false;
   if (isStoreFull(err)) return true;
   const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && (NETWORK_CODES.has(code) || SERVER_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) {
+  if (
+    typeof code === 'string' &&
+    (NETWORK_CODES.has(code) || SERVER_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code) || code.startsWith('SQLITE_BUSY'))
+  ) {
     return true;
   }
   if (DRIVER_MESSAGES.test(err.message)) return true;
