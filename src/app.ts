@@ -3,11 +3,12 @@
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
-import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault, type RouteOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Compactor } from './compaction/compactor.js';
 import type { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
+import type { Authenticator } from './http/auth.js';
 import { clientErrorHandler } from './http/error-handler.js';
 import { lifecycle } from './http/lifecycle.js';
 import { parsing } from './http/parsing.js';
@@ -32,6 +33,8 @@ declare module 'fastify' {
     services: Services;
     compactor: Compactor;
     expirer: Expirer;
+    /** The tokens in force (server.ts reloads them on SIGHUP); null with auth off. */
+    authenticator: Authenticator | null;
   }
 }
 
@@ -83,11 +86,16 @@ function serverOptions(config: Config) {
     connectionsCheckingInterval: SERVER_TIMEOUTS.checkIntervalMs,
   };
   if (!config.tls) return { http };
-  const { cert, key } = config.tls;
-  return { https: { ...http, cert, key, handshakeTimeout: SERVER_TIMEOUTS.headersTimeoutMs } };
+  const { cert, key, clientCa } = config.tls;
+  // With a client CA, the handshake refuses a client without a certificate it signed.
+  const clients = clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: true } : {};
+  return { https: { ...http, cert, key, ...clients, handshakeTimeout: SERVER_TIMEOUTS.headersTimeoutMs } };
 }
 
-export type BuildOptions = ServicesOptions;
+export interface BuildOptions extends ServicesOptions {
+  /** Told of every route as it is registered, with its options (the tests list them). */
+  onRoute?: (route: RouteOptions) => void;
+}
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
   const auth = authenticator(config);
@@ -109,11 +117,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     routerOptions: { maxParamLength: 2048 },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  if (options.onRoute) app.addHook('onRoute', options.onRoute);
   const services = await openServices(config, app.log, options);
   try {
     app.decorate('services', services);
     app.decorate('compactor', services.compactor);
     app.decorate('expirer', services.expirer);
+    app.decorate('authenticator', auth);
     await app.register(lifecycle, { services });
     await app.register(parsing, { services });
     await app.register(requestPipeline, { services, auth, accessLog });

@@ -2,10 +2,11 @@
 // passed around as this typed object. Nothing else reads process.env.
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
+import { readTokenFile, ROLES, TokenFileError, type FileEntry, type Role } from './token-file.js';
 
+export type { Role };
 export type SyncMode = 'full' | 'normal';
 export type StoreKind = 'sqlite' | 'postgres';
-export type Role = 'read' | 'write' | 'admin';
 
 export interface Config {
   port: number;
@@ -43,8 +44,10 @@ export interface Config {
   startupCheckMaxBytes: number;
   /** Long polls that wait and change streams open at once; beyond it 429. */
   maxWatchers: number;
-  /** token → role; null when auth is off. */
+  /** token → role (STATELOG_TOKENS); null when not set. */
   tokens: Map<string, Role> | null;
+  /** STATELOG_TOKENS_FILE: its path and its entries as read at start-up; null when not set. */
+  tokensFile: { path: string; entries: FileEntry[] } | null;
   logLevel: string;
   /** Overload: answer 503 while the mean event-loop delay exceeds this (0 = never). */
   maxEventLoopDelayMs: number;
@@ -61,6 +64,9 @@ export interface TlsFiles {
   keyPath: string;
   cert: Buffer;
   key: Buffer;
+  /** STATELOG_TLS_CLIENT_CA: clients must present a certificate it signed; null: none asked for. */
+  clientCaPath: string | null;
+  clientCa: Buffer | null;
 }
 
 /** A setting that cannot be used; the message names the variable. */
@@ -77,7 +83,6 @@ export class ConfigError extends Error {
 type Env = Record<string, string | undefined>;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-const ROLES: readonly Role[] = ['read', 'write', 'admin'];
 
 function raw(env: Env, name: string): string | undefined {
   const value = env[name];
@@ -130,6 +135,17 @@ function parseTokens(env: Env): Map<string, Role> | null {
   return tokens;
 }
 
+function tokensFile(env: Env): Config['tokensFile'] {
+  const path = raw(env, 'STATELOG_TOKENS_FILE');
+  if (path === undefined) return null;
+  try {
+    return { path, entries: readTokenFile(path) };
+  } catch (err) {
+    if (err instanceof TokenFileError) throw new ConfigError('STATELOG_TOKENS_FILE', err.message);
+    throw err;
+  }
+}
+
 /**
  * DATABASE_URL: required for PostgreSQL, a postgres:// or postgresql:// URL. The value is
  * never echoed, as it may hold a password.
@@ -164,11 +180,15 @@ function readPem(variable: string, path: string): Buffer {
  * certificate's. At start-up and again on SIGHUP (server.ts), so a bad pair is refused
  * with one line naming the variable, never served.
  */
-export function readTlsFiles(certPath: string, keyPath: string): TlsFiles {
+export function readTlsFiles(certPath: string, keyPath: string, clientCaPath: string | null = null): TlsFiles {
   const cert = readPem('STATELOG_TLS_CERT', certPath);
   const key = readPem('STATELOG_TLS_KEY', keyPath);
+  const clientCa = clientCaPath === null ? null : readPem('STATELOG_TLS_CLIENT_CA', clientCaPath);
   if (!cert.includes('-----BEGIN CERTIFICATE-----')) {
     throw new ConfigError('STATELOG_TLS_CERT', `"${certPath}" holds no PEM certificate`);
+  }
+  if (clientCa && !clientCa.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new ConfigError('STATELOG_TLS_CLIENT_CA', `"${clientCaPath}" holds no PEM certificate`);
   }
   if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key.toString('latin1'))) {
     throw new ConfigError('STATELOG_TLS_KEY', `"${keyPath}" holds no PEM private key`);
@@ -179,16 +199,29 @@ export function readTlsFiles(certPath: string, keyPath: string): TlsFiles {
     // OpenSSL's reason, such as "key values mismatch"; never the key itself.
     throw new ConfigError('STATELOG_TLS_KEY', `cannot be used with STATELOG_TLS_CERT: ${(err as Error).message}`);
   }
-  return { certPath, keyPath, cert, key };
+  if (clientCa) {
+    try {
+      createSecureContext({ ca: clientCa });
+    } catch (err) {
+      throw new ConfigError('STATELOG_TLS_CLIENT_CA', `"${clientCaPath}" cannot be used: ${(err as Error).message}`);
+    }
+  }
+  return { certPath, keyPath, cert, key, clientCaPath, clientCa };
 }
 
 function tlsFiles(env: Env): TlsFiles | null {
   const certPath = raw(env, 'STATELOG_TLS_CERT');
   const keyPath = raw(env, 'STATELOG_TLS_KEY');
+  const clientCaPath = raw(env, 'STATELOG_TLS_CLIENT_CA') ?? null;
+  if (clientCaPath !== null) {
+    if (certPath === undefined || keyPath === undefined) throw new ConfigError('STATELOG_TLS_CLIENT_CA', 'needs STATELOG_TLS_CERT and STATELOG_TLS_KEY (client certificates are a TLS feature)');
+    // A certificate's CN names the file entry whose role and prefixes apply.
+    if (raw(env, 'STATELOG_TOKENS_FILE') === undefined) throw new ConfigError('STATELOG_TLS_CLIENT_CA', 'needs STATELOG_TOKENS_FILE, whose entries the certificates\' CNs name');
+  }
   if (certPath === undefined && keyPath === undefined) return null;
   if (certPath === undefined) throw new ConfigError('STATELOG_TLS_CERT', 'required when STATELOG_TLS_KEY is set (give both or neither)');
   if (keyPath === undefined) throw new ConfigError('STATELOG_TLS_KEY', 'required when STATELOG_TLS_CERT is set (give both or neither)');
-  return readTlsFiles(certPath, keyPath);
+  return readTlsFiles(certPath, keyPath, clientCaPath);
 }
 
 /** Origins as a browser sends them: scheme://host[:port], no path; or a lone "*". */
@@ -243,6 +276,7 @@ export function loadConfig(env: Env = process.env): Config {
     startupCheckMaxBytes: integer(env, 'STATELOG_STARTUP_CHECK_MAX_BYTES', 1024 ** 3, 0),
     maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
     tokens: parseTokens(env),
+    tokensFile: tokensFile(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     // Operators' knobs for shedding load (README, Settings; docs/design.md, Overload).
     maxEventLoopDelayMs: integer(env, 'STATELOG_MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 600_000),

@@ -167,6 +167,23 @@ export class Metrics {
    * before routing).
    */
   private readonly requestSeries = new Map<string, RequestSeries>();
+  /** Requests by token entry name: bounded by the names the token files ever held. */
+  private readonly tokenRequests = new Map<string, number>();
+  private readonly byToken = new Counter({
+    name: 'statelog_http_requests_by_token_total',
+    help: 'HTTP requests answered, by the token entry that made them (its name; never the secret)',
+    labelNames: ['token'] as const,
+    registers: [this.registry],
+    collect: () => {
+      this.byToken.reset();
+      for (const [token, count] of this.tokenRequests) this.byToken.inc({ token }, count);
+    },
+  });
+  private readonly reloadFailures = new Counter({
+    name: 'statelog_reload_failures_total',
+    help: 'SIGHUP reloads refused (a token file, certificate or client CA that cannot be used); what was in force stays',
+    registers: [this.registry],
+  });
   private readonly written = new Counter({
     name: 'statelog_records_written_total',
     help: 'Records this process appended to the log (sets and delete markers)',
@@ -242,7 +259,8 @@ export class Metrics {
    * `route` is the matched pattern (routeOptions.url), undefined when nothing matched.
    * `request` (the raw request) is the one given to openStream, if any.
    */
-  observeRequest(method: string, route: string | undefined, status: number, elapsedMs: number, request?: object): void {
+  observeRequest(method: string, route: string | undefined, status: number, elapsedMs: number, request?: object, token?: string): void {
+    if (token !== undefined) this.tokenRequests.set(token, (this.tokenRequests.get(token) ?? 0) + 1);
     const id = `${method} ${route ?? UNMATCHED_ROUTE} ${status}`;
     let series = this.requestSeries.get(id);
     if (!series) {
@@ -258,6 +276,11 @@ export class Metrics {
     series.buckets[bucket]! += 1;
     series.timed += 1;
     series.sumSeconds += seconds;
+  }
+
+  /** A SIGHUP reload that was refused (server.ts). */
+  reloadFailed(): void {
+    this.reloadFailures.inc();
   }
 
   /** Fed from the write batcher's onCommit. */

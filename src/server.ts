@@ -1,8 +1,8 @@
 // The statelog process: configuration, logging, listening and graceful shutdown.
-import type { Server as TlsServer } from 'node:tls';
 import closeWithGrace from 'close-with-grace';
 import { buildApp, type App } from './app.js';
-import { ConfigError, loadConfig, readTlsFiles, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { reload } from './reload.js';
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -32,27 +32,16 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
     fail(message(err));
   }
 
-  if (!config.tokens) app.log.warn('STATELOG_TOKENS is not set: every route is open to anyone who can connect');
-
-  // With HTTPS, SIGHUP reads the certificate and key again (a renewed certificate) and
-  // serves them to new connections; a pair that cannot be used is logged and the
-  // current one kept. Without HTTPS, SIGHUP shuts down as below.
-  const tls = config.tls;
-  if (tls) {
-    process.on('SIGHUP', () => {
-      try {
-        const { cert, key } = readTlsFiles(tls.certPath, tls.keyPath);
-        (app.server as unknown as TlsServer).setSecureContext({ cert, key });
-        app.log.info({ cert: tls.certPath }, 'TLS certificate and key reloaded');
-      } catch (err) {
-        app.log.error({ reason: message(err) }, 'TLS reload refused; the current certificate is kept');
-      }
-    });
+  if (!app.authenticator) {
+    app.log.warn('neither STATELOG_TOKENS nor STATELOG_TOKENS_FILE is set: every route is open to anyone who can connect');
   }
+
+  // SIGHUP (log rotation, systemctl reload) reloads, never stops (reload.ts).
+  process.on('SIGHUP', () => reload(app, config));
 
   // SIGTERM/SIGINT: stop accepting, end long polls and streams, finish writes in flight,
   // checkpoint and close the database, then exit 0 (close-with-grace exits 1 after 10 s).
-  closeWithGrace({ delay: 10_000, skip: tls ? ['SIGHUP'] : [] }, async ({ signal, err }) => {
+  closeWithGrace({ delay: 10_000, skip: ['SIGHUP'] }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'fatal error, shutting down');
     else app.log.info({ signal }, 'shutting down');
     await app.close();

@@ -2,6 +2,7 @@
 // `next` offset to continue from, or a 410 when the reader must start over. Shared by
 // the long poll and the event stream, which must agree exactly.
 import { ApiError } from '../contract/errors.js';
+import { inScope } from '../contract/key-scope.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
 import { ReadTurns } from './read-turns.js';
 
@@ -23,11 +24,15 @@ export interface FeedPage {
  */
 export const FEED_SCAN_RECORDS = 2000;
 
-/** What one read of the feed asks for: `key` is an exact key, exclusive with `prefix`. */
+/**
+ * What one read of the feed asks for: `key` is an exact key, exclusive with `prefix`;
+ * `within`, prefixes that each start with `prefix`, keeps only their keys.
+ */
 export interface FeedQuery {
   after: number;
   prefix: string;
   key?: string | undefined;
+  within?: readonly string[] | undefined;
   limit: number;
   maxChars: number;
 }
@@ -55,10 +60,12 @@ const turns = new ReadTurns();
 
 /** A page of the feed, read in its turn (read-turns.ts); not read at all once `gone` is true. */
 export async function readFeed(store: LogStore, query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
-  const { key, ...rest } = query;
+  const { key, within, ...rest } = query;
   const changes = { ...rest, ...(key !== undefined ? { key } : {}), scan: FEED_SCAN_RECORDS };
   const page = await turns.run(() => store.readChanges(changes), gone);
   checkReader(query.after, page);
   const last = page.records[page.records.length - 1];
-  return { records: page.records, next: page.full && last ? last.offset : page.examined, head: page.head };
+  // The reader moves past the records it is not shown, as past those of other prefixes.
+  const records = within ? page.records.filter((record) => inScope(record.key, within)) : page.records;
+  return { records, next: page.full && last ? last.offset : page.examined, head: page.head };
 }

@@ -3,6 +3,7 @@
 import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
 import { ApiError, type ErrorBody } from '../contract/errors.js';
+import { showsEverything } from '../contract/key-scope.js';
 import { recordJson } from '../contract/render.js';
 import { SnapshotDigest } from './snapshot-digest.js';
 import { sseComment, sseEvent, sseRetry } from '../http/sse.js';
@@ -37,6 +38,8 @@ export interface ChangeStreamOptions {
   prefix: string;
   /** Only this exact key (with prefix ''). */
   key?: string;
+  /** Only keys with one of these prefixes (each starting with `prefix`): a token's scope. */
+  within?: readonly string[];
   /** The log's epoch, named in a `reset` event. */
   epoch: string;
   /** Where a stream without a snapshot starts (exclusive). */
@@ -111,7 +114,7 @@ export class ChangeStreamSource {
 
   private async snapshotChunk(reader: SnapshotReader): Promise<string> {
     const records = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
-    this.snapshotDigest ??= new SnapshotDigest(reader, this.options.prefix === '' && this.options.key === undefined);
+    this.snapshotDigest ??= new SnapshotDigest(reader, showsEverything(this.options));
     if (records.length > 0) {
       this.snapshotDigest.add(records);
       return records.map(snapshotEvent).join('');
@@ -141,11 +144,11 @@ export class ChangeStreamSource {
 
   /** The records after the reader's position and the progress event they call for. */
   private async read(progressDue: boolean): Promise<string | Buffer> {
-    const { tail, prefix, key } = this.options;
+    const { tail, prefix, key, within } = this.options;
     let page: FeedPage;
     let text: Buffer;
     try {
-      ({ page, text } = await tail.read({ after: this.position, prefix, key, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
+      ({ page, text } = await tail.read({ after: this.position, prefix, key, within, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
     } catch (err) {
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
       this.phase = 'done';

@@ -41,7 +41,7 @@ export class TailPages<Rendered> {
       this.pages.clear();
       this.pagesHead = position.head;
     }
-    const filter = query.key === undefined ? `p${query.prefix}` : `k${query.key}`;
+    const filter = query.key === undefined ? `p${query.prefix}${query.within ? `\u0000${query.within.join('\u0000')}` : ''}` : `k${query.key}`;
     const key = `${query.after}\u0000${query.limit}\u0000${query.maxChars}\u0000${filter}`;
     const shared = this.pages.get(key);
     if (shared) {

@@ -1,12 +1,15 @@
-// Bearer-token auth. The role a request needs is derived from the request itself
-// (method and matched route pattern), never listed per route, so routes that are added
-// later are covered without touching this file. Everything needs a token except the
-// two health probes and the dashboard's static files: a path nobody thought of is
-// closed, not open.
-import { createHash, timingSafeEqual } from 'node:crypto';
+// Auth: a bearer token, or a client certificate whose CN names a token-file entry. The
+// role a request needs is derived from the request itself (method and matched route
+// pattern), never listed per route, so routes that are added later are covered without
+// touching this file; which keys it may touch is the route's scope rule (scope.ts).
+// Everything needs a token except the two health probes and the dashboard's static
+// files: a path nobody thought of is closed, not open.
+import { createHash } from 'node:crypto';
+import type { TLSSocket } from 'node:tls';
 import type { FastifyRequest } from 'fastify';
-import type { Role } from '../config.js';
 import { ApiError } from '../contract/errors.js';
+import { TokenFileError, type FileEntry, type Role, type TokenEntry } from '../token-file.js';
+import { routeScope } from './scope.js';
 
 const RANK: Record<Role, number> = { read: 0, write: 1, admin: 2 };
 
@@ -35,43 +38,115 @@ export function requiredRole(method: string, routePattern: string | undefined, u
   return READ_METHODS.has(method) ? 'read' : 'write';
 }
 
-const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
+const digest = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex');
+
+/** The tokens in force: replaced whole on reload, so a request sees one set or the other. */
+interface TokenSet {
+  /** By the hex SHA-256 of the secret. */
+  byDigest: Map<string, TokenEntry>;
+  /** File entries by name, for client certificates' CNs. */
+  byName: Map<string, TokenEntry>;
+}
+
+/** STATELOG_TOKENS's entries are named by their position: "STATELOG_TOKENS#2". */
+function tokenSet(legacy: ReadonlyMap<string, Role> | null, file: readonly FileEntry[]): TokenSet {
+  const byDigest = new Map<string, TokenEntry>();
+  let position = 0;
+  for (const [token, role] of legacy ?? []) {
+    position += 1;
+    byDigest.set(digest(token), { name: `STATELOG_TOKENS#${position}`, role, prefixes: null });
+  }
+  const byName = new Map<string, TokenEntry>();
+  for (const [index, { sha256, ...entry }] of file.entries()) {
+    if (byDigest.has(sha256)) throw new TokenFileError(`entry ${index + 1} ("${entry.name}") has the secret of a STATELOG_TOKENS token`);
+    byDigest.set(sha256, entry);
+    byName.set(entry.name, entry);
+  }
+  return { byDigest, byName };
+}
+
+export interface AuthenticatorOptions {
+  /** The TLS server asks for client certificates (STATELOG_TLS_CLIENT_CA). */
+  clientCertificates?: boolean;
+}
 
 export class Authenticator {
-  private readonly entries: { digest: Buffer; role: Role }[];
+  private tokens: TokenSet;
+  private readonly clientCertificates: boolean;
+  /** A connection's certificate CN, read once per connection. */
+  private readonly commonNames = new WeakMap<object, string | null>();
 
-  constructor(tokens: ReadonlyMap<string, Role>) {
-    this.entries = [...tokens].map(([token, role]) => ({ digest: digest(token), role }));
+  constructor(
+    private readonly legacy: ReadonlyMap<string, Role> | null,
+    file: readonly FileEntry[] = [],
+    options: AuthenticatorOptions = {},
+  ) {
+    this.tokens = tokenSet(legacy, file);
+    this.clientCertificates = options.clientCertificates ?? false;
+  }
+
+  /** How many tokens are in force. */
+  get size(): number {
+    return this.tokens.byDigest.size;
   }
 
   /**
-   * The role of a presented token, or null. Digests have a fixed length, so the
-   * comparison takes the same time whatever the token's length, and every entry is
-   * compared (no early exit), so timing tells nothing about which one matched.
+   * Puts a token file's entries in force in place of the previous ones (STATELOG_TOKENS
+   * stays); throws TokenFileError, and changes nothing, when they cannot be used.
    */
-  roleOf(token: string): Role | null {
-    const presented = digest(token);
-    let found: Role | null = null;
-    for (const entry of this.entries) {
-      if (timingSafeEqual(presented, entry.digest)) found = entry.role;
-    }
-    return found;
+  replaceFile(entries: readonly FileEntry[]): void {
+    this.tokens = tokenSet(this.legacy, entries);
   }
 
-  /** The refusal for this request, or null when it may go on. */
+  /**
+   * The entry of a presented secret, or null. The secret is hashed once and looked up
+   * by its digest: the time taken depends on neither the secret nor which entry, if
+   * any, it matches (a guess learns nothing of a stored digest's first characters, as
+   * it cannot choose its digest's).
+   */
+  identify(token: string): TokenEntry | null {
+    return this.tokens.byDigest.get(digest(token)) ?? null;
+  }
+
+  roleOf(token: string): Role | null {
+    return this.identify(token)?.role ?? null;
+  }
+
+  /** The entry named by the CN of the connection's client certificate (checked by TLS against the CA). */
+  private certified(request: FastifyRequest): TokenEntry | null {
+    const socket = request.raw.socket as TLSSocket;
+    let name = this.commonNames.get(socket);
+    if (name === undefined) {
+      const cn = socket.getPeerCertificate?.()?.subject?.CN;
+      name = typeof cn === 'string' && socket.authorized ? cn : null;
+      this.commonNames.set(socket, name);
+    }
+    return name === null ? null : (this.tokens.byName.get(name) ?? null);
+  }
+
+  /** The refusal for this request, or null when it may go on; sets request.tokenEntry. */
   check(request: FastifyRequest): ApiError | null {
-    const needed = requiredRole(request.method, request.routeOptions.url, request.url);
+    // routeOptions builds a new object at each read: read once.
+    const route = request.routeOptions;
+    const needed = requiredRole(request.method, route.url, request.url);
     if (needed === null) return null;
     const header = request.headers.authorization;
     const token = typeof header === 'string' ? BEARER.exec(header)?.[1] : undefined;
-    const role = token === undefined ? null : this.roleOf(token);
-    if (role === null) {
-      const message = token === undefined ? 'send Authorization: Bearer <token>' : 'the token is not valid';
+    // A bearer token, when sent, speaks for the request (as etcd prefers a password to a certificate).
+    const entry = token !== undefined ? this.identify(token) : this.clientCertificates ? this.certified(request) : null;
+    if (entry === null) {
+      const message =
+        token !== undefined
+          ? 'the token is not valid'
+          : this.clientCertificates
+            ? "the client certificate's CN names no token entry; or send Authorization: Bearer <token>"
+            : 'send Authorization: Bearer <token>';
       return new ApiError('unauthorized', message, {}, { 'www-authenticate': 'Bearer' });
     }
-    if (RANK[role] < RANK[needed]) {
-      return new ApiError('forbidden', `this needs the ${needed} role; the token has ${role}`);
+    request.tokenEntry = entry;
+    if (RANK[entry.role] < RANK[needed]) {
+      return new ApiError('forbidden', `this needs the ${needed} role; the token has ${entry.role}`);
     }
-    return null;
+    return routeScope(entry, route, request);
   }
 }

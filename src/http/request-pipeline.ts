@@ -12,6 +12,7 @@ import type { AppServices } from '../services.js';
 import { Authenticator } from './auth.js';
 import { errorHandler } from './error-handler.js';
 import { overloadCheck } from './overload.js';
+import { enforceScopes } from './scope.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -42,8 +43,11 @@ export class AccessLog extends LogController {
     // routeOptions builds a new object at each read: read once.
     const route = req.routeOptions.url;
     const ms = reply.elapsedTime;
-    this.metrics?.observeRequest(req.method, route, reply.statusCode, ms, req.raw);
-    const line = { method: req.method, url: req.url, status: reply.statusCode, ms };
+    // The token entry's name, never its secret: who did what.
+    const name = req.tokenEntry?.name;
+    this.metrics?.observeRequest(req.method, route, reply.statusCode, ms, req.raw, name);
+    const line: { method: string; url: string; status: number; ms: number; name?: string } = { method: req.method, url: req.url, status: reply.statusCode, ms };
+    if (name !== undefined) line.name = name;
     if (err) reply.log.error({ ...line, err }, 'request failed');
     else if (reply.statusCode < 400 && POLLED_ROUTES.has(route ?? '')) reply.log.debug(line, 'request');
     else reply.log.info(line, 'request');
@@ -52,7 +56,8 @@ export class AccessLog extends LogController {
 
 /** The auth of these settings, or null when no tokens are set (every route open). */
 export function authenticator(config: Config): Authenticator | null {
-  return config.tokens ? new Authenticator(config.tokens) : null;
+  if (!config.tokens && !config.tokensFile) return null;
+  return new Authenticator(config.tokens, config.tokensFile?.entries ?? [], { clientCertificates: config.tls?.clientCa != null });
 }
 
 /**
@@ -117,6 +122,7 @@ function checksHook(checks: Check[], setsRequestId: boolean) {
 export const requestPipeline = fp(async (app: FastifyInstance, { services, auth, accessLog }: RequestPipelineOptions) => {
   const { lifecycle, metrics, config } = services;
   accessLog.metrics = metrics;
+  enforceScopes(app);
   // Liveness holds while the process runs, shutdown included.
   const closing: Check = (req) =>
     lifecycle.closing && req.routeOptions.url !== '/healthz'

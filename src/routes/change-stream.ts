@@ -4,9 +4,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { ChangeStreamSource, recordEvents, resetBody, RETRY_MS } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
-import { checkWatchFilter } from '../contract/key-rules.js';
+import type { ReadFilter } from '../contract/key-scope.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
+import { requestFilter } from '../http/scope.js';
 import { changeStreamSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import type { SnapshotSlots } from '../feed/snapshot-slots.js';
@@ -30,10 +31,10 @@ export interface ChangeStreamRouteOptions {
 async function openSnapshot(
   slots: SnapshotSlots,
   store: LogStore,
-  filter: { prefix: string; key?: string },
+  filter: ReadFilter,
   signal: AbortSignal,
 ): Promise<{ reader: SnapshotReader; release: () => void }> {
-  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', { signal });
+  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', { signal, ...(filter.within ? { within: filter.within } : {}) });
   const opened = await slots.open(store, filter.key, 'record', { signal });
   return { reader: new OneKeySnapshot(opened.reader, filter.key), release: opened.release };
 }
@@ -42,8 +43,8 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
   const { store, notifier, lifecycle, metrics, watchers } = options.services;
   const tail = new TailPages(store, recordEvents);
 
-  app.get('/v1/changes/stream', { schema: changeStreamSchema }, async (req, reply) => {
-    const filter = checkWatchFilter(req.query.prefix, req.query.key);
+  app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
+    const filter = requestFilter(req, req.query.prefix, req.query.key);
     // A reconnecting EventSource repeats the URL it started with: its Last-Event-ID
     // overrides both `after` and `snapshot=true`, so it resumes instead of starting over.
     const resume = parseLastEventId(req.headers['last-event-id']);

@@ -2,9 +2,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, readFeed, type FeedPage } from '../feed/change-feed.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
-import { checkWatchFilter } from '../contract/key-rules.js';
 import { recordJson } from '../contract/render.js';
 import { requestLifetime } from '../http/request-lifetime.js';
+import { requestFilter } from '../http/scope.js';
 import { changesSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import { sendJsonText } from '../writes/write-request.js';
@@ -24,9 +24,9 @@ function pageJson(page: FeedPage, epoch: string): string {
 export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
   const { store, notifier, lifecycle, metrics, watchers } = services;
 
-  app.get('/v1/changes', { schema: changesSchema }, async (req, reply) => {
+  app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const { after, limit, wait, epoch } = req.query;
-    const filter = checkWatchFilter(req.query.prefix, req.query.key);
+    const filter = requestFilter(req, req.query.prefix, req.query.key);
     checkEpoch(epoch, store.epoch);
     const deadline = Date.now() + wait * 1000;
     const query = { ...filter, after, limit, maxChars: CHANGES_PAGE_CHARS };

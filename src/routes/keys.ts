@@ -1,10 +1,12 @@
 // /v1/keys: read, write, delete and list single keys.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError } from '../contract/errors.js';
-import { checkKey, checkPrefix } from '../contract/key-rules.js';
+import { checkKey } from '../contract/key-rules.js';
 import { etag, notModified, writeCondition } from '../http/preconditions.js';
 import { entryJson, failureAnswer, keyEntryJson, jsonAnswer, recordJson } from '../contract/render.js';
 import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
+import { listFiltered } from '../feed/scoped-reads.js';
+import { requestFilter } from '../http/scope.js';
 import type { AppServices } from '../services.js';
 import { exactBody } from '../writes/exact-numbers.js';
 import { sendJsonText, submitWrite, valueText } from '../writes/write-request.js';
@@ -33,7 +35,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
   // The single-key routes are plain functions returning a promise, not async ones: an
   // async handler's result is one more promise to adopt on every request. A refusal
   // thrown before the promise is answered as a rejection would be.
-  app.put('/v1/keys/:key', { schema: putKeySchema, bodyLimit: config.maxValueBytes + 64 * 1024 }, (req, reply) => {
+  app.put('/v1/keys/:key', { schema: putKeySchema, config: { scope: 'key' }, bodyLimit: config.maxValueBytes + 64 * 1024 }, (req, reply) => {
     const key = checkKey(req.params.key);
     const value = valueText(req.body.value, config.maxValueBytes, {}, exactBody(req.body)?.value);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
@@ -45,7 +47,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     });
   });
 
-  app.get('/v1/keys/:key', { schema: getKeySchema }, (req, reply) => {
+  app.get('/v1/keys/:key', { schema: getKeySchema, config: { scope: 'key' } }, (req, reply) => {
     const key = checkKey(req.params.key);
     return store.get(key).then((entry) => {
       if (!entry) throw new ApiError('not_found', 'the key has no live value');
@@ -56,7 +58,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     });
   });
 
-  app.delete('/v1/keys/:key', { schema: deleteKeySchema }, (req, reply) => {
+  app.delete('/v1/keys/:key', { schema: deleteKeySchema, config: { scope: 'key' } }, (req, reply) => {
     const key = checkKey(req.params.key);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
     return submitWrite(batcher, req, reply, [{ op: 'delete', key, ...condition }], (outcome) => {
@@ -68,7 +70,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
   // A key the log holds no record of answers an empty list, not 404 (as etcd answers a
   // range with no revisions): whether it never existed or compaction removed its last
   // record, the log cannot tell, and the end of paging has the same shape.
-  app.get('/v1/keys/:key/history', { schema: keyHistorySchema }, async (req, reply) => {
+  app.get('/v1/keys/:key/history', { schema: keyHistorySchema, config: { scope: 'key' } }, async (req, reply) => {
     const key = checkKey(req.params.key);
     const { limit, before } = req.query;
     // One more than asked tells whether older records follow.
@@ -81,12 +83,12 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     return sendJsonText(reply, body);
   });
 
-  app.get('/v1/keys', { schema: listKeysSchema }, async (req, reply) => {
-    const prefix = checkPrefix(req.query.prefix);
+  app.get('/v1/keys', { schema: listKeysSchema, config: { scope: 'filter' } }, async (req, reply) => {
+    const filter = requestFilter(req, req.query.prefix);
     const afterKey = req.query.cursor === undefined ? null : decodeCursor(req.query.cursor);
     const limit = req.query.limit;
     // One more than asked tells whether there is a next page.
-    const { items, head, truncated } = await store.list({ prefix, afterKey, limit: limit + 1, maxChars: LIST_PAGE_CHARS });
+    const { items, head, truncated } = await listFiltered(store, filter, { afterKey, limit: limit + 1, maxChars: LIST_PAGE_CHARS });
     const page = items.slice(0, limit);
     const more = items.length > limit || truncated === true;
     const cursor = more ? JSON.stringify(encodeCursor(page[page.length - 1]!.key)) : 'null';

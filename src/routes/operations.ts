@@ -15,7 +15,7 @@ export interface OperationsOptions {
 export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = async (app, options) => {
   const { store, lifecycle, metrics, faults } = options.services;
 
-  app.get('/v1/stats', { schema: statsSchema }, async () => {
+  app.get('/v1/stats', { schema: statsSchema, config: { scope: 'unscoped' } }, async () => {
     const counters = await store.counters();
     return {
       ...counters,
@@ -25,9 +25,9 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
     };
   });
 
-  app.get('/healthz', { schema: healthSchema }, async () => ({ status: 'ok' }));
+  app.get('/healthz', { schema: healthSchema, config: { scope: 'open' } }, async () => ({ status: 'ok' }));
 
-  app.get('/readyz', { schema: healthSchema }, async () => {
+  app.get('/readyz', { schema: healthSchema, config: { scope: 'open' } }, async () => {
     if (lifecycle.closing) throw new ApiError('unavailable', 'shutting down');
     const corrupt = (reason: string): ApiError =>
       new ApiError('unavailable', `the database is corrupt (${reason}); restore it from a backup`, { reason: 'corrupt' }, { 'retry-after': '60' });
@@ -44,7 +44,7 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
     return { status: 'ready' };
   });
 
-  app.get('/metrics', { schema: metricsSchema }, async (_req, reply) => {
+  app.get('/metrics', { schema: metricsSchema, config: { scope: 'unscoped' } }, async (_req, reply) => {
     const text = await metrics.exposition();
     return reply.type(metrics.contentType).send(text);
   });

@@ -56,7 +56,8 @@ export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
   // A batch may carry several values of the largest size, within reason.
   const bodyLimit = Math.min(8 * config.maxValueBytes, 1024 * 1024 * 1024) + 64 * 1024;
 
-  app.post('/v1/records', { schema: postRecordsSchema, bodyLimit }, async (req, reply) => {
+  // Each item's key is checked against the token's prefixes (http/scope.ts) before this runs.
+  app.post('/v1/records', { schema: postRecordsSchema, config: { scope: 'batch' }, bodyLimit }, async (req, reply) => {
     const exact = exactBody(req.body)?.records as Record<string, unknown>[] | undefined;
     const ops = req.body.records.map((item, index) => toOp(item, index, config.maxValueBytes, exact?.[index]));
     return submitWrite(batcher, req, reply, ops, (outcome) => {

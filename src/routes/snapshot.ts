@@ -4,8 +4,9 @@
 // is complete: a spool that fails after that (no room, a database error, shutdown) cuts
 // the stream, so the trailer is missing, as the contract tells clients to expect.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkPrefix } from '../contract/key-rules.js';
+import { showsEverything } from '../contract/key-scope.js';
 import { pullStream } from '../http/pull-stream.js';
+import { requestFilter } from '../http/scope.js';
 import { SocketBuffers } from '../http/socket-buffers.js';
 import { snapshotSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
@@ -32,9 +33,12 @@ export interface SnapshotRouteOptions {
 export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = async (app, { services, slots }) => {
   const { store, lifecycle, metrics, config } = services;
 
-  app.get('/v1/snapshot', { schema: snapshotSchema }, async (req, reply) => {
-    const prefix = checkPrefix(req.query.prefix);
-    const { reader, release } = await slots.open(store, prefix, 'entry', { signal: lifecycle.shutdown, digest: { whole: prefix === '' } });
+  app.get('/v1/snapshot', { schema: snapshotSchema, config: { scope: 'filter' } }, async (req, reply) => {
+    // A token with key prefixes is shown its keys only: the count and digest are of those.
+    const filter = requestFilter(req, req.query.prefix);
+    const { prefix, within } = filter;
+    const spool = { signal: lifecycle.shutdown, digest: { whole: showsEverything(filter) }, ...(within ? { within } : {}) };
+    const { reader, release } = await slots.open(store, prefix, 'entry', spool);
 
     const closed = metrics.openStream('snapshot', req.raw);
     let ended = false;

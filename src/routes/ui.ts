@@ -117,10 +117,10 @@ export const uiRoutes: FastifyPluginAsync<UiRouteOptions> = async (app, options)
 
   // The page's links are relative (so it also works under a proxy's path prefix): it
   // must be loaded as /ui/, and a relative Location keeps any such prefix.
-  app.get('/ui', async (req, reply) => {
+  app.get('/ui', { config: { scope: 'open' } }, async (req, reply) => {
     const query = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : '';
     return reply.code(308).header('location', `ui/${query}`).send();
   });
-  app.get('/ui/', async (req, reply) => serve(PAGE, req, reply));
-  app.get<{ Params: { file: string } }>('/ui/:file', async (req, reply) => serve(req.params.file, req, reply));
+  app.get('/ui/', { config: { scope: 'open' } }, async (req, reply) => serve(PAGE, req, reply));
+  app.get<{ Params: { file: string } }>('/ui/:file', { config: { scope: 'open' } }, async (req, reply) => serve(req.params.file, req, reply));
 };

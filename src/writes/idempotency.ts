@@ -5,12 +5,18 @@ import { ApiError } from '../contract/errors.js';
 
 const VISIBLE_ASCII = /^[\x21-\x7e]{1,255}$/;
 
-export function idempotencyKey(header: string | string[] | undefined): string | undefined {
+/**
+ * The key as remembered: per token entry (`name`; null with auth off), so that two
+ * tokens choosing the same key make two requests. A name holds no space and a key
+ * only visible ASCII, so "<name> <key>" never collides with another pair or with a
+ * key remembered with auth off.
+ */
+export function idempotencyKey(header: string | string[] | undefined, name: string | null = null): string | undefined {
   if (header === undefined) return undefined;
   if (Array.isArray(header) || !VISIBLE_ASCII.test(header)) {
     throw new ApiError('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters');
   }
-  return header;
+  return name === null ? header : `${name} ${header}`;
 }
 
 /**

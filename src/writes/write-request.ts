@@ -58,7 +58,7 @@ export function submitWrite(
   ops: WriteOp[],
   render: (outcome: WriteOutcome) => Answer,
 ): Promise<void> {
-  const key = idempotencyKey(request.headers['idempotency-key']);
+  const key = idempotencyKey(request.headers['idempotency-key'], request.tokenEntry?.name ?? null);
   const idempotency = key && {
     key,
     fingerprint: fingerprint({

@@ -17,8 +17,8 @@ export interface TestCa {
   dir: string;
   caPath: string;
   ca: string;
-  /** A server certificate for 127.0.0.1 and localhost, signed by this CA, in its own files. */
-  issue(name: string): Issued;
+  /** A certificate for 127.0.0.1 and localhost (subject CN `commonName`), signed by this CA, in its own files. */
+  issue(name: string, commonName?: string): Issued;
 }
 
 const openssl = (dir: string, args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -33,9 +33,9 @@ export function makeTestCa(commonName = 'statelog test CA'): TestCa {
     dir,
     caPath: join(dir, 'ca.pem'),
     ca: readFileSync(join(dir, 'ca.pem'), 'utf8'),
-    issue(name) {
+    issue(name, commonName = 'localhost') {
       serial += 1;
-      openssl(dir, ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=localhost',
+      openssl(dir, ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${commonName}`,
         '-keyout', `${name}.key`, '-out', `${name}.csr`]);
       openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', String(serial),
         '-days', '2', '-extfile', 'san.ext', '-out', `${name}.pem`]);

@@ -1,0 +1,77 @@
+// What a token with key prefixes may see and touch: the keys that start with one of
+// them, as if no other key existed. Every route asks these functions (through
+// http/scope.ts), so the rule lives here once.
+import { ApiError } from './errors.js';
+import { checkWatchFilter } from './key-rules.js';
+
+/** Byte order of UTF-8 (the order the store lists keys in), not UTF-16's. */
+export function compareBytes(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/**
+ * Prefixes in byte order, without repeats and without one that another covers
+ * ("a/" covers "a/b/"): the key ranges they name are then apart and in order.
+ */
+export function normalizePrefixes(prefixes: readonly string[]): string[] {
+  const sorted = [...new Set(prefixes)].sort(compareBytes);
+  const kept: string[] = [];
+  for (const prefix of sorted) {
+    // Sorted, a covering prefix comes right before what it covers.
+    if (kept.length === 0 || !prefix.startsWith(kept[kept.length - 1]!)) kept.push(prefix);
+  }
+  return kept;
+}
+
+export function inScope(key: string, prefixes: readonly string[]): boolean {
+  for (const prefix of prefixes) if (key.startsWith(prefix)) return true;
+  return false;
+}
+
+/**
+ * What a read shows: keys with `prefix`, or exactly `key`; with `within`, only those of
+ * them that start with one of its prefixes (each of which starts with `prefix`).
+ */
+export interface ReadFilter {
+  prefix: string;
+  key?: string;
+  within?: readonly string[];
+}
+
+export function outsideScope(what: string, prefixes: readonly string[], details: Record<string, unknown> = {}): ApiError {
+  return new ApiError('forbidden', `${what} is outside this token's key prefixes`, { ...details, prefixes });
+}
+
+/** The longest common start of the texts, never ending inside a surrogate pair. */
+function commonStart(texts: readonly string[]): string {
+  let end = 0;
+  const first = texts[0]!;
+  while (end < first.length && texts.every((text) => text.charCodeAt(end) === first.charCodeAt(end))) end++;
+  const last = first.charCodeAt(end - 1);
+  return first.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end);
+}
+
+/**
+ * The filter of a read asking for `prefix` (or `key`) by a token limited to `scope`
+ * (null: every key). Narrower than the scope: as asked. Wider: the scope's prefixes
+ * within it. Apart from it: 403.
+ */
+export function readFilter(scope: readonly string[] | null, prefix: string, key?: string): ReadFilter {
+  const asked = checkWatchFilter(prefix, key);
+  if (scope === null) return asked;
+  if (asked.key !== undefined) {
+    if (!inScope(asked.key, scope)) throw outsideScope('key', scope);
+    return asked;
+  }
+  const within = scope.filter((own) => own.startsWith(asked.prefix));
+  if (within.length === 0) {
+    if (inScope(asked.prefix, scope)) return asked;
+    throw outsideScope('prefix', scope);
+  }
+  return within.length === 1 ? { prefix: within[0]! } : { prefix: commonStart(within), within };
+}
+
+/** Whether a read with this filter shows every live key (its digest is then the stored one). */
+export function showsEverything(filter: ReadFilter): boolean {
+  return filter.prefix === '' && filter.key === undefined && filter.within === undefined;
+}

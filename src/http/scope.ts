@@ -1,0 +1,83 @@
+// The scope rule of every route, declared in its config (`config: { scope }`) and
+// enforced here: which keys a request touches, so that a token with key prefixes
+// (token-file.ts) is refused outside them and its reads show only its keys.
+// test/scope-rules.test.ts lists every route and fails on one without a rule; at run
+// time a route without one is refused to every token with prefixes.
+import type { FastifyInstance, FastifyRequest, preHandlerHookHandler } from 'fastify';
+import { ApiError } from '../contract/errors.js';
+import { inScope, outsideScope, readFilter, type ReadFilter } from '../contract/key-scope.js';
+import type { TokenEntry } from '../token-file.js';
+
+/**
+ * - open: no token needed (probes, the dashboard's static files);
+ * - key: the `:key` path parameter is the one key touched;
+ * - batch: the keys of the body's `records` are touched;
+ * - filter: a read whose route narrows what it shows with requestFilter();
+ * - unscoped: only for tokens without prefixes (stats, metrics, admin).
+ */
+export type ScopeRule = 'open' | 'key' | 'batch' | 'filter' | 'unscoped';
+
+export const SCOPE_RULES: readonly ScopeRule[] = ['open', 'key', 'batch', 'filter', 'unscoped'];
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    scope?: ScopeRule;
+  }
+  interface FastifyRequest {
+    /** The token entry the request was authenticated as; null with auth off or on an open route. */
+    tokenEntry: TokenEntry | null;
+  }
+}
+
+/** The refusal of an authenticated request by its route's rule, or null (batch and filter routes check later). */
+export function routeScope(entry: TokenEntry, route: { url?: string | undefined; config?: { scope?: ScopeRule } }, request: FastifyRequest): ApiError | null {
+  const prefixes = entry.prefixes;
+  // An unmatched path reaches only the 404 handler, which reads nothing.
+  if (prefixes === null || route.url === undefined) return null;
+  switch (route.config?.scope) {
+    case 'open':
+    case 'filter':
+    case 'batch':
+      return null;
+    case 'key': {
+      const key = (request.params as { key?: string }).key;
+      return key !== undefined && inScope(key, prefixes) ? null : outsideScope('the key', prefixes);
+    }
+    case 'unscoped':
+      return new ApiError('forbidden', 'this needs a token without key prefixes', { prefixes });
+    default:
+      return new ApiError('forbidden', 'this route is open only to tokens without key prefixes', { prefixes });
+  }
+}
+
+/** What a read route shows this request: its `prefix` (or `key`) within the token's prefixes. */
+export function requestFilter(request: FastifyRequest, prefix: string, key?: string): ReadFilter {
+  return readFilter(request.tokenEntry?.prefixes ?? null, prefix, key);
+}
+
+/** A batch with a key outside the token's prefixes: 403 naming the first such item; nothing is written. */
+const batchScope: preHandlerHookHandler = (request, _reply, done) => {
+  const prefixes = request.tokenEntry?.prefixes;
+  if (prefixes) {
+    const records = (request.body as { records?: { key?: unknown }[] } | undefined)?.records ?? [];
+    for (const [index, item] of records.entries()) {
+      if (typeof item.key === 'string' && !inScope(item.key, prefixes)) {
+        return done(outsideScope(`records[${index}]: the key`, prefixes, { index }));
+      }
+    }
+  }
+  done();
+};
+
+/**
+ * Gives batch routes their check once the body is parsed (the route's own preHandler,
+ * so other routes pay nothing). Register before the routes.
+ */
+export function enforceScopes(app: FastifyInstance): void {
+  app.decorateRequest('tokenEntry', null);
+  app.addHook('onRoute', (route) => {
+    if (route.config?.scope !== 'batch') return;
+    const own = route.preHandler;
+    route.preHandler = own === undefined ? [batchScope] : [...(Array.isArray(own) ? own : [own]), batchScope];
+  });
+}

@@ -1,0 +1,43 @@
+// SIGHUP: what can change without a restart is read again (the token file, the TLS
+// certificate and key, the client CA) and put in force, with a log line for each part.
+// A part that cannot be used is refused alone, logged at error and counted
+// (statelog_reload_failures_total), and the one in force stays. It never stops the server.
+import type { Server as TlsServer } from 'node:tls';
+import type { App } from './app.js';
+import { readTlsFiles, type Config } from './config.js';
+import { readTokenFile } from './token-file.js';
+
+const reason = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** Reloads what the settings name; returns the parts put in force. */
+export function reload(app: App, config: Config): string[] {
+  const reloaded: string[] = [];
+  const refused = (message: string, err: unknown): void => {
+    app.services.metrics.reloadFailed();
+    app.log.error({ reason: reason(err) }, message);
+  };
+  const auth = app.authenticator;
+  if (config.tokensFile && auth) {
+    try {
+      // Checked whole before anything changes: a request sees the old set or the new one.
+      auth.replaceFile(readTokenFile(config.tokensFile.path));
+      reloaded.push('tokens');
+      app.log.info({ file: config.tokensFile.path, tokens: auth.size }, 'token file reloaded');
+    } catch (err) {
+      refused('token file reload refused; the tokens in force are kept', err);
+    }
+  }
+  const tls = config.tls;
+  if (tls) {
+    try {
+      const { cert, key, clientCa } = readTlsFiles(tls.certPath, tls.keyPath, tls.clientCaPath);
+      (app.server as unknown as TlsServer).setSecureContext({ cert, key, ...(clientCa ? { ca: clientCa } : {}) });
+      reloaded.push('tls');
+      app.log.info({ cert: tls.certPath, ...(tls.clientCaPath ? { clientCa: tls.clientCaPath } : {}) }, 'TLS certificate and key reloaded');
+    } catch (err) {
+      refused('TLS reload refused; the current certificate is kept', err);
+    }
+  }
+  if (!config.tokensFile && !tls) app.log.info('SIGHUP: nothing to reload (no token file, no TLS); the server goes on');
+  return reloaded;
+}
