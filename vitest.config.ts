@@ -18,6 +18,7 @@ const POSTGRES_ONLY = ['test/postgres/**'];
 /** Tests of no store at all: run once, in the sqlite project. */
 const STORE_FREE = [
   'test/config.test.ts',
+  'test/token-file.test.ts',
   'test/bench-smoke.test.ts',
   'test/tail-pages.test.ts',
   'test/lint-boundaries.test.ts', // reads eslint.config.js, no store
