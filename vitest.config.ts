@@ -33,6 +33,7 @@ const STORE_FREE = [
   'test/cli-faults.test.ts',
   // HTTPS and CORS are the transport's: nothing in them depends on the store.
   'test/tls.test.ts',
+  'test/client-certificates.test.ts',
   'test/cors.test.ts',
   'test/dockerfile-build.test.ts',
   // The README's commands against a server process: HTTP only, like the CLI.

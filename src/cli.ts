@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The statelog command: run the server, read and write keys, take snapshots, watch
-// changes, compact, and back up or restore (through the server, or the SQLite file).
+// changes, compact, back up or restore (through the server, or the SQLite file), and
+// make token-file entries (cli/token.ts).
 import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
@@ -8,10 +9,11 @@ import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { StatelogClient, StatelogError, type WatchEvent } from '@statelog/client';
 import { backupDatabase, restoreDatabase } from './store/sqlite/backup.js';
+import { readTlsFlags, type TlsFlags } from './cli/connection.js';
+import { addTokenCommand } from './cli/token.js';
 
 /** Exit codes, as `--help` lists them. */
 const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
-
 const EXIT_HELP = `
 Exit codes:
   0  done
@@ -34,7 +36,6 @@ class CliFailure extends Error {
 const usage = (message: string): never => {
   throw new CliFailure(message, EXIT.usage);
 };
-
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 const program = new Command('statelog')
@@ -43,6 +44,8 @@ const program = new Command('statelog')
   .addOption(new Option('--url <url>', 'server URL, with http:// or https://').env('STATELOG_URL').default('http://127.0.0.1:8080'))
   .addOption(new Option('--token <token>', 'bearer token').env('STATELOG_TOKEN'))
   .addOption(new Option('--ca <file>', 'PEM file of the CA that signed an https:// server\'s certificate').env('STATELOG_CA'))
+  .addOption(new Option('--cert <file>', 'PEM client certificate, for a server that asks for one (its CN names a token entry)').env('STATELOG_CERT'))
+  .addOption(new Option('--key <file>', 'PEM private key of --cert').env('STATELOG_KEY'))
   .addHelpText('after', EXIT_HELP)
   .showHelpAfterError()
   .exitOverride();
@@ -62,19 +65,10 @@ function serverUrl(): string {
 }
 
 function client(): StatelogClient {
-  const { token, ca } = program.opts<{ token?: string; ca?: string }>();
+  const { token, ...files } = program.opts<{ token?: string } & TlsFlags>();
   const url = serverUrl();
-  let caPem: Buffer | undefined;
-  // An empty STATELOG_CA counts as unset, as shells leave such variables.
-  if (ca) {
-    try {
-      caPem = readFileSync(ca);
-    } catch (err) {
-      usage(`cannot read --ca ${ca} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-    }
-  }
   // A person waits at the prompt: two quick retries, then the reason.
-  return new StatelogClient({ url, ...(token ? { token } : {}), ...(caPem ? { ca: caPem } : {}), retry: { retries: 2 } });
+  return new StatelogClient({ url, ...(token ? { token } : {}), ...readTlsFlags(files, usage), retry: { retries: 2 } });
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -136,6 +130,8 @@ async function closeOut(stream: WriteStream, file: string): Promise<void> {
 function progressBar(format: string): SingleBar | null {
   return process.stderr.isTTY ? new SingleBar({ format, stream: process.stderr, hideCursor: true }, Presets.shades_classic) : null;
 }
+
+addTokenCommand(program);
 
 program
   .command('serve')

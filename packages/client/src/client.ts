@@ -111,6 +111,12 @@ export interface ClientOptions {
    * contents, such as readFileSync('ca.pem')). Trusted in place of Node's usual roots.
    */
   ca?: string | Buffer | (string | Buffer)[];
+  /**
+   * A client certificate and its private key (PEM), for a server that asks for one: its
+   * subject CN names the server's token entry, and no token is then needed.
+   */
+  cert?: string | Buffer;
+  key?: string | Buffer;
 }
 
 interface Call {
@@ -142,14 +148,17 @@ export class StatelogClient {
   private readonly retryPolicy: RetryPolicy;
   private readonly timeoutMs: number;
   private readonly onRetry: ClientOptions['onRetry'];
-  /** Connections that trust `ca`; undefined: fetch's own. */
+  /** Connections that trust `ca` or present `cert`; undefined: fetch's own. */
   private readonly dispatcher: Agent | undefined;
 
   constructor(options: ClientOptions) {
     this.onRetry = options.onRetry;
     this.url = options.url.replace(/\/+$/, '');
     if (!/^https?:\/\//i.test(this.url)) throw new TypeError(`url must be http:// or https://, got "${options.url}"`);
-    this.dispatcher = options.ca === undefined ? undefined : new Agent({ connect: { ca: options.ca } });
+    if ((options.cert === undefined) !== (options.key === undefined)) throw new TypeError('give cert and key together');
+    const { ca, cert, key } = options;
+    const tls = { ...(ca !== undefined ? { ca } : {}), ...(cert !== undefined && key !== undefined ? { cert, key } : {}) };
+    this.dispatcher = Object.keys(tls).length === 0 ? undefined : new Agent({ connect: tls });
     this.token = options.token;
     this.retryPolicy = { ...DEFAULT_RETRY, ...options.retry };
     this.timeoutMs = options.timeoutMs ?? 30_000;

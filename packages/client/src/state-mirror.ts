@@ -18,6 +18,9 @@ export interface StateMirrorOptions {
   token?: string;
   /** As the client's: the PEM CA of an https:// server with a private CA. */
   ca?: ClientOptions['ca'];
+  /** As the client's: a client certificate and its key, for a server that asks for one. */
+  cert?: ClientOptions['cert'];
+  key?: ClientOptions['key'];
   /** Mirror only keys with this prefix. */
   prefix?: string;
   /** A file where offset and state are saved, and resumed from on start. */
@@ -114,6 +117,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
       url: options.url,
       ...(options.token ? { token: options.token } : {}),
       ...(options.ca !== undefined ? { ca: options.ca } : {}),
+      ...(options.cert !== undefined && options.key !== undefined ? { cert: options.cert, key: options.key } : {}),
     });
     this.prefix = options.prefix ?? '';
     this.warn = options.warn ?? ((message) => console.warn(`statelog mirror: ${message}`));
