@@ -12,7 +12,8 @@ import supertest, { type Response } from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requiredRole } from '../src/http/auth.js';
 import type { Role } from '../src/config.js';
-import { json, startApp, type TestApp } from './support/helpers.js';
+import { json, startApp, tempDir, type TestApp } from './support/helpers.js';
+import { writeTokenFile } from './support/token-file.js';
 import { baseUrl, SseClient, untilStalled } from './support/stream-clients.js';
 import { askUntil, saturate } from './support/load.js';
 import {
@@ -742,6 +743,15 @@ const anyRequest: Record<string, (t: Caller) => PromiseLike<Answer>> = {
   'POST /v1/admin/compact': (t) => t.http.post('/v1/admin/compact'),
 };
 
+/** With a token limited to key prefixes that hold none of these keys: one request per route reaching outside them. */
+const outsideScope: Record<string, (t: Caller) => PromiseLike<Answer>> = {
+  ...anyRequest,
+  'GET /v1/keys': (t) => t.http.get('/v1/keys?prefix=any'),
+  'GET /v1/snapshot': (t) => t.http.get('/v1/snapshot?prefix=any'),
+  'GET /v1/changes': (t) => t.http.get('/v1/changes?key=any'),
+  [STREAM]: (t) => stream(t, 'prefix=any'),
+};
+
 /** Checks the status (and code) of an answer, then the answer against the document. */
 function verify(route: string, res: Answer, status: number, code?: string): Answer {
   const [method, template] = route.split(' ') as [string, string];
@@ -797,16 +807,17 @@ describe('openapi.yaml', () => {
     }
   });
 
-  it('documents auth as src/http/auth.ts applies it: 401 where a token is needed, 403 where a lower role exists', () => {
+  it('documents auth as src/http/auth.ts applies it: 401 and 403 (a lower role, or key prefixes) where a token is needed', () => {
     const document = loadOpenApi();
     const statuses = new Set(documentedResponses());
     for (const route of documentedRoutes()) {
       const [method, template] = route.split(' ') as [string, string];
       const role = roleFor(route);
       const security = (document.paths[template]![method.toLowerCase()] as { security?: unknown }).security ?? document.security;
-      expect([route, security]).toEqual([route, role === null ? [] : [{ bearer: [] }]]);
+      expect([route, security]).toEqual([route, role === null ? [] : [{ bearer: [] }, { clientCertificate: [] }]]);
       expect([route, statuses.has(`${route} 401`)]).toEqual([route, role !== null]);
-      expect([route, statuses.has(`${route} 403`)]).toEqual([route, role !== null && role !== 'read']);
+      // Every route a token reaches may refuse a token with key prefixes.
+      expect([route, statuses.has(`${route} 403`)]).toEqual([route, role !== null]);
     }
   });
 });
@@ -1039,6 +1050,22 @@ describe('answers match openapi.yaml', () => {
     });
     it.each(below)('%s with a %s token: 403 forbidden (needs %s)', async (route, role, _needed, send) => {
       await exercise(as(TOKENS[role]), route, send, 403, 'forbidden');
+    });
+  });
+
+  describe('with a token limited to key prefixes (STATELOG_TOKENS_FILE)', () => {
+    let t: TestApp;
+    const secret = 'tok-scoped';
+    beforeAll(async () => {
+      const dir = tempDir();
+      t = await startApp({ STATELOG_TOKENS_FILE: writeTokenFile(dir, [{ name: 'scoped', secret, role: 'admin', prefixes: ['mine/'] }]) }, { dir });
+    });
+    afterAll(() => t.close());
+
+    it.each(Object.entries(outsideScope).filter(([route]) => roleFor(route) !== null))('%s outside its prefixes: 403 forbidden', async (route, send) => {
+      const scoped: Caller = { ...t, http: supertest.agent(t.app.server).set('authorization', `Bearer ${secret}`), authorization: `Bearer ${secret}` };
+      const res = await exercise(scoped, route, send, 403, 'forbidden');
+      expect(res.body.error.prefixes).toEqual(['mine/']);
     });
   });
 
