@@ -31,6 +31,8 @@ export class ApiFailure extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** A 403 to a token limited to key prefixes: its prefixes. */
+    readonly prefixes: string[] | null = null,
   ) {
     super(message);
     this.name = 'ApiFailure';
@@ -110,7 +112,8 @@ export class Api {
     }
     if (!res.ok) {
       const error = await errorOf(res);
-      throw new ApiFailure(res.status, error.code, error.message);
+      const prefixes = Array.isArray(error.prefixes) ? error.prefixes.map(String) : null;
+      throw new ApiFailure(res.status, error.code, error.message, prefixes);
     }
     return (await res.json()) as T;
   }

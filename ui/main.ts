@@ -2,6 +2,8 @@
 // tokens, and the page asks for one (kept in session storage, sent as a bearer header,
 // never put in a URL). Then it polls the stats every 2 s for the health panel and the
 // chart, lists keys with live updates from the change stream, and offers compaction.
+// A token limited to key prefixes is refused the stats (403 with its prefixes): the
+// page then shows that scope instead, and lists the keys the API shows it.
 import { Api, ApiFailure, tokenStore, type Stats } from './api.js';
 import { HistoryChart } from './chart.js';
 import { formatCount, formatDuration } from './format.js';
@@ -70,8 +72,29 @@ function setConnection(state: 'ok' | 'trouble' | 'signed-out' | 'starting', text
   ui.connection.dataset.state = state;
 }
 
+/** The key prefixes of the token in use, when it has any (learnt from a 403 of the stats). */
+let scope: string[] | null = null;
+
 function whoText(): string {
-  return api.token === null ? 'Connected · open server, no token needed' : 'Connected · signed in with a token';
+  if (api.token === null) return 'Connected · open server, no token needed';
+  return scope ? `Connected · signed in with a token limited to keys starting with ${scope.join(', ')}` : 'Connected · signed in with a token';
+}
+
+/** The stats, or the token's scope when it is limited to key prefixes. */
+async function statsOrScope(): Promise<Stats | { scope: string[] }> {
+  try {
+    return await api.stats();
+  } catch (err) {
+    if (err instanceof ApiFailure && err.status === 403 && err.prefixes) return { scope: err.prefixes };
+    throw err;
+  }
+}
+
+function showScope(prefixes: string[]): void {
+  scope = prefixes;
+  statsElements.updated.textContent = `Log health needs a token without key prefixes. This token sees only the keys starting with ${prefixes.join(', ')}.`;
+  refuseCompaction('Compaction needs an admin token without key prefixes.');
+  setConnection('ok', whoText());
 }
 
 // ---- stats and chart -------------------------------------------------------------
@@ -84,6 +107,8 @@ function showStats(stats: Stats): void {
 }
 
 async function poll(): Promise<void> {
+  // A scoped token is never shown the stats: nothing to poll.
+  if (scope) return;
   try {
     showStats(await api.stats());
   } catch (err) {
@@ -173,14 +198,16 @@ function resetCompaction(): void {
 
 // ---- sign-in and the dashboard's life ----------------------------------------------
 
-function startDashboard(first: Stats): void {
+function startDashboard(first: Stats | { scope: string[] }): void {
   running = true;
   ui.signIn.hidden = true;
   ui.dashboard.hidden = false;
   ui.signOut.hidden = api.token === null;
   resetCompaction();
   chart.clear();
-  showStats(first);
+  scope = null;
+  if ('scope' in first) showScope(first.scope);
+  else showStats(first);
   pollTimer = setTimeout(() => void pollNow(), POLL_MS);
   keys.start();
 }
@@ -237,7 +264,7 @@ async function signIn(token: string): Promise<void> {
   ui.tokenError.textContent = '';
   api.token = token;
   try {
-    const stats = await api.stats();
+    const stats = await statsOrScope();
     tokenStore.set(token);
     ui.token.value = '';
     ui.token.setAttribute('aria-invalid', 'false');
@@ -270,7 +297,7 @@ async function boot(): Promise<void> {
   api.token = tokenStore.get();
   setConnection('starting', 'Connecting…');
   try {
-    startDashboard(await api.stats());
+    startDashboard(await statsOrScope());
   } catch (err) {
     if (err instanceof ApiFailure && err.status === 401) {
       const had = api.token !== null;

@@ -5,7 +5,8 @@
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { json, startApp, type StartOptions, type TestApp } from '../support/helpers.js';
+import { json, startApp, tempDir, type StartOptions, type TestApp } from '../support/helpers.js';
+import { writeTokenFile } from '../support/token-file.js';
 import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, SKIP_BROWSER_TESTS, type Visit, type VisitOptions } from './browser.js';
 import { bearer, portOf } from '../support/http.js';
 
@@ -392,5 +393,27 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on a server with tokens', () 
 
     expect(problems.filter((p) => !failedLoad(403).test(p))).toEqual([]);
     expect(problems).toHaveLength(1);
+  });
+
+  it('given a token limited to key prefixes, shows that scope and only its keys', async () => {
+    const dir = tempDir();
+    const file = writeTokenFile(dir, [
+      { name: 'ui-scoped', secret: 'ui-scoped-token', role: 'read', prefixes: ['team/a/'] },
+      { name: 'ui-root', secret: TOKENS.admin, role: 'admin' },
+    ]);
+    const t = await server({ STATELOG_TOKENS_FILE: file });
+    for (const key of ['team/a/1', 'team/b/1', 'team/a/2', 'other']) await put(t, key, key, TOKENS.admin);
+    const { page, problems } = await visit(t, { token: 'ui-scoped-token' });
+
+    await poll(() => shownKeys(page)).toEqual(['team/a/1', 'team/a/2']);
+    await poll(() => page.locator('#stats-updated').textContent()).toMatch(/only the keys starting with team\/a\//);
+    await poll(() => page.locator('#connection').textContent()).toMatch(/limited to keys starting with team\/a\//);
+    expect(await page.locator('#compact').isDisabled()).toBe(true);
+    await streamLive(page);
+    await put(t, 'team/b/2', 1, TOKENS.admin);
+    await put(t, 'team/a/3', 3, TOKENS.admin);
+    await poll(() => shownKeys(page)).toEqual(['team/a/1', 'team/a/2', 'team/a/3']);
+    // The one refusal is the stats' 403, which the page reads as the token's scope.
+    expect(problems.filter((p) => !failedLoad(403).test(p))).toEqual([]);
   });
 });
