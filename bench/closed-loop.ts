@@ -54,6 +54,8 @@ export interface HttpRequest {
   method: 'GET' | 'PUT' | 'POST';
   path: string;
   body?: string;
+  /** Beside the content type of a body (a bearer token, say). */
+  headers?: Record<string, string>;
 }
 
 /** keep-alive HTTP/1.1 connections to one server, for closedLoop's workers. */
@@ -66,11 +68,8 @@ export class HttpClient {
 
   /** Sends a request and resolves with its status and body text. */
   async send(request: HttpRequest): Promise<{ status: number; text: string }> {
-    const res = await this.pool.request({
-      method: request.method,
-      path: request.path,
-      ...(request.body === undefined ? {} : { body: request.body, headers: { 'content-type': 'application/json' } }),
-    });
+    const headers = { ...(request.body === undefined ? {} : { 'content-type': 'application/json' }), ...request.headers };
+    const res = await this.pool.request({ method: request.method, path: request.path, headers, ...(request.body === undefined ? {} : { body: request.body }) });
     return { status: res.statusCode, text: await res.body.text() };
   }
 

@@ -7,15 +7,14 @@
 import autocannon from 'autocannon';
 import hdr from 'hdr-histogram-js';
 
-/** @type {{ url: string, connections: number, seconds: number, timeout: number, rate: number | null, requests: { method: string, path: string, body?: string }[] }} */
+/** @type {{ url: string, connections: number, seconds: number, timeout: number, rate: number | null, requests: { method: string, path: string, body?: string, headers?: Record<string, string> }[] }} */
 const { url, connections, seconds, timeout, rate, requests } = await new Promise((resolve) => process.once('message', resolve));
 
 const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
-const prepared = requests.map((r) => ({
-  method: r.method,
-  path: r.path,
-  ...(r.body === undefined ? {} : { body: r.body, headers: { 'content-type': 'application/json' } }),
-}));
+const prepared = requests.map((r) => {
+  const headers = { ...(r.body === undefined ? {} : { 'content-type': 'application/json' }), ...r.headers };
+  return { method: r.method, path: r.path, ...(r.body === undefined ? {} : { body: r.body }), ...(Object.keys(headers).length > 0 ? { headers } : {}) };
+});
 
 /**
  * A connection's own requests: PER_CONNECTION drawn at random from the pre-built ones, so

@@ -37,6 +37,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
   ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],
   ['postgres', async () => (await import('./postgres.js')).postgresFigure],
+  ['tenants', async () => (await import('./tenants.js')).tenantsFigure],
 ];
 
 const NAMES = FIGURES.map(([name]) => name);

@@ -1,0 +1,174 @@
+// Tenants: PUT and GET rates of tokens limited to key prefixes, 100 entries in the token
+// file, each request with the token of its key's prefix, against the same server with no
+// tokens, alternately in one run (target: >= 0.95 x for both). Then the delay from commit
+// to receipt of a stream subscriber with a scoped token beside one with an unscoped
+// token, both watching the same writes.
+//   npm run bench -- --only tenants
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { HttpClient, type HttpRequest } from './closed-loop.js';
+import { describeCpu, measureCpu } from './cpu-share.js';
+import { alternate, ratios, type Figure, type Metric, type RunSettings } from './figure.js';
+import { percentile, sleep, startStatelog, type Server } from './lib.js';
+import { load, prebuilt, type LoadResult } from './load.js';
+import { pairedSettings } from './write.js';
+
+const ENTRIES = 100;
+const KEYS_PER_ENTRY = 100;
+const CONNECTIONS = 50;
+const ROOT_SECRET = 'bench-root-secret';
+
+const secretOf = (entry: number) => `bench-secret-${entry}-${'s'.repeat(24)}`;
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** 100 entries, entry i limited to t<i>/, and one unscoped admin. */
+function tokenFile(dir: string): string {
+  const entries: Record<string, unknown>[] = Array.from({ length: ENTRIES }, (_, i) => ({ name: `svc-${i}`, sha256: sha256(secretOf(i)), role: 'write', prefixes: [`t${i}/`] }));
+  entries.push({ name: 'root', sha256: sha256(ROOT_SECRET), role: 'admin' });
+  const path = join(dir, 'tokens.json');
+  writeFileSync(path, JSON.stringify(entries));
+  return path;
+}
+
+/** A request on a random key of a random entry, with that entry's token. */
+function scopedRequest(method: 'PUT' | 'GET'): HttpRequest {
+  const entry = Math.floor(Math.random() * ENTRIES);
+  const path = `/v1/keys/t${entry}%2Fk${Math.floor(Math.random() * KEYS_PER_ENTRY)}`;
+  const headers = { authorization: `Bearer ${secretOf(entry)}` };
+  return method === 'PUT' ? { method, path, headers, body: `{"value":{"n":${Math.floor(Math.random() * 1e6)}}}` } : { method, path, headers };
+}
+
+async function fill(url: string, secret: (entry: number) => string | null): Promise<void> {
+  const client = new HttpClient(url, 1);
+  try {
+    for (let entry = 0; entry < ENTRIES; entry++) {
+      const records = Array.from({ length: KEYS_PER_ENTRY }, (_, k) => `{"key":"t${entry}/k${k}","value":${k}}`);
+      const token = secret(entry);
+      await client.expectOk({ method: 'POST', path: '/v1/records', body: `{"records":[${records.join(',')}]}`, ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}) });
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+type Side = 'scoped' | 'open';
+
+async function rates(settings: RunSettings, dir: string): Promise<Record<'PUT' | 'GET', Record<Side, LoadResult[]>>> {
+  const servers: Record<Side, Server> = {
+    scoped: await startStatelog({ STATELOG_TOKENS_FILE: tokenFile(dir) }),
+    open: await startStatelog(),
+  };
+  try {
+    await fill(servers.scoped.url, secretOf);
+    await fill(servers.open.url, () => null);
+    const result = {} as Record<'PUT' | 'GET', Record<Side, LoadResult[]>>;
+    for (const method of ['PUT', 'GET'] as const) {
+      const requests = prebuilt(() => scopedRequest(method));
+      // The open server is sent the same bytes: the header is there, and nothing reads it.
+      const run = (side: Side, seconds: number) => load({ url: servers[side].url, connections: CONNECTIONS, seconds, requests });
+      await run('scoped', settings.warmupSeconds);
+      await run('open', settings.warmupSeconds);
+      result[method] = await alternate(settings.rounds, ['scoped', 'open'] as const, async (side, round) => {
+        const { result: loaded, cpu } = await measureCpu({ server: () => [servers[side].proc.pid!] }, () => run(side, settings.seconds), (r) => r.generatorCores);
+        settings.log(`${method} round ${round + 1}: ${side} ${loaded.rps.toFixed(0)} req/s, p99 ${loaded.p99.toFixed(2)} ms; ${describeCpu(cpu)}`);
+        return loaded;
+      });
+    }
+    return result;
+  } finally {
+    await servers.scoped.stop();
+    await servers.open.stop();
+  }
+}
+
+/** Delays (ms) from each record's commit (its ts) to its receipt, on a stream opened with `secret` and `query`. */
+function subscribe(url: string, secret: string, query: string): { delays: number[]; ready: Promise<void>; close(): void } {
+  const delays: number[] = [];
+  let opened!: () => void;
+  const ready = new Promise<void>((resolve) => (opened = resolve));
+  const request = http.get(`${url}/v1/changes/stream?${query}`, { headers: { authorization: `Bearer ${secret}` } }, (res) => {
+    res.setEncoding('utf8');
+    let buffer = '';
+    res.on('data', (chunk: string) => {
+      const now = Date.now();
+      buffer += chunk;
+      opened();
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const event = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = /^event: record\ndata: (.*)$/m.exec(event)?.[1];
+        if (data) delays.push(now - (JSON.parse(data) as { ts: number }).ts);
+      }
+    });
+  });
+  request.on('error', () => {});
+  return { delays, ready, close: () => request.destroy() };
+}
+
+async function streamDelays(settings: RunSettings, dir: string): Promise<Record<'scoped' | 'unscoped', number[]>> {
+  const server = await startStatelog({ STATELOG_TOKENS_FILE: tokenFile(dir) });
+  const writer = new HttpClient(server.url, 1);
+  try {
+    // The scoped token (t0/'s) asks for everything it may see; the unscoped one asks for
+    // t0/: both are sent the same records.
+    const scoped = subscribe(server.url, secretOf(0), 'after=0');
+    const unscoped = subscribe(server.url, ROOT_SECRET, 'after=0&prefix=t0%2F');
+    await Promise.all([scoped.ready, unscoped.ready]);
+    const writes = settings.smoke ? 50 : Math.round(200 * settings.seconds * settings.rounds);
+    for (let i = 0; i < writes; i++) {
+      // One write every 5 ms, each to t0/ and to another entry's prefix that neither sees.
+      const records = `{"records":[{"key":"t0/k${i % KEYS_PER_ENTRY}","value":${i}},{"key":"t1/k${i % KEYS_PER_ENTRY}","value":${i}}]}`;
+      await writer.expectOk({ method: 'POST', path: '/v1/records', body: records, headers: { authorization: `Bearer ${ROOT_SECRET}` } });
+      await sleep(5);
+    }
+    await sleep(500);
+    scoped.close();
+    unscoped.close();
+    return { scoped: scoped.delays, unscoped: unscoped.delays };
+  } finally {
+    await writer.close();
+    await server.stop();
+  }
+}
+
+export const tenantsFigure: Figure = {
+  name: 'tenants',
+  title: 'PUT and GET with 100 scoped token entries against no tokens; a scoped stream subscriber beside an unscoped one',
+  async run(asked) {
+    const settings = pairedSettings(asked);
+    const dir = mkdtempSync(join(tmpdir(), 'statelog-bench-tenants-'));
+    try {
+      const measured = await rates(settings, dir);
+      const delays = await streamDelays(asked, dir);
+      const metrics: Metric[] = [];
+      for (const method of ['PUT', 'GET'] as const) {
+        const rps = (side: Side) => measured[method][side].map((r) => r.rps);
+        metrics.push(
+          { label: `${method}, 100 scoped tokens`, unit: 'req/s', values: rps('scoped') },
+          { label: `${method}, no tokens`, unit: 'req/s', values: rps('open') },
+          { label: `ratio ${method} scoped / no tokens`, unit: '×', values: ratios(rps('scoped'), rps('open')), target: { op: '>=', value: 0.95 } },
+          { label: `${method} p99, 100 scoped tokens`, unit: 'ms', values: measured[method].scoped.map((r) => r.p99) },
+          { label: `${method} p99, no tokens`, unit: 'ms', values: measured[method].open.map((r) => r.p99) },
+        );
+      }
+      for (const who of ['scoped', 'unscoped'] as const) {
+        metrics.push(
+          { label: `stream delay p50, ${who} token`, unit: 'ms', values: [percentile(delays[who], 50)] },
+          { label: `stream delay p99, ${who} token`, unit: 'ms', values: [percentile(delays[who], 99)] },
+        );
+      }
+      const failed = Object.values(measured).flatMap((sides) => Object.values(sides).flat()).reduce((n, r) => n + r.errors, 0);
+      return {
+        scale: `${ENTRIES} token entries of ${KEYS_PER_ENTRY} keys each, ${CONNECTIONS} connections, ${settings.seconds} s a side a round; stream: 200 writes/s, half of them in the subscribers' prefix`,
+        settings: { entries: ENTRIES, connections: CONNECTIONS, seconds: settings.seconds, rounds: settings.rounds, failedRequests: failed, streamRecords: { scoped: delays.scoped.length, unscoped: delays.unscoped.length } },
+        metrics,
+      };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};
