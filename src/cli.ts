@@ -9,7 +9,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { StatelogClient, StatelogError, type WatchEvent } from '@statelog/client';
 import { backupDatabase, restoreDatabase } from './store/sqlite/backup.js';
-import { readTlsFlags, type TlsFlags } from './cli/connection.js';
+import { readTlsFlags } from './cli/connection.js';
 import { addTokenCommand } from './cli/token.js';
 
 /** Exit codes, as `--help` lists them. */
@@ -45,7 +45,7 @@ const program = new Command('statelog')
   .addOption(new Option('--token <token>', 'bearer token').env('STATELOG_TOKEN'))
   .addOption(new Option('--ca <file>', 'PEM file of the CA that signed an https:// server\'s certificate').env('STATELOG_CA'))
   .addOption(new Option('--cert <file>', 'PEM client certificate, for a server that asks for one (its CN names a token entry)').env('STATELOG_CERT'))
-  .addOption(new Option('--key <file>', 'PEM private key of --cert').env('STATELOG_KEY'))
+  .addOption(new Option('--cert-key <file>', 'PEM private key of --cert').env('STATELOG_CERT_KEY'))
   .addHelpText('after', EXIT_HELP)
   .showHelpAfterError()
   .exitOverride();
@@ -65,10 +65,10 @@ function serverUrl(): string {
 }
 
 function client(): StatelogClient {
-  const { token, ...files } = program.opts<{ token?: string } & TlsFlags>();
+  const { token, ca, cert, certKey } = program.opts<{ token?: string; ca?: string; cert?: string; certKey?: string }>();
   const url = serverUrl();
   // A person waits at the prompt: two quick retries, then the reason.
-  return new StatelogClient({ url, ...(token ? { token } : {}), ...readTlsFlags(files, usage), retry: { retries: 2 } });
+  return new StatelogClient({ url, ...(token ? { token } : {}), ...readTlsFlags({ ca, cert, certKey }, usage), retry: { retries: 2 } });
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);

@@ -66,8 +66,8 @@ describe('client certificates', () => {
     expect(() => new StatelogClient({ url, cert: billing.cert })).toThrow(/cert and key together/);
   });
 
-  it('the command takes --cert and --key, and a bearer token still speaks for itself', async () => {
-    const flags = ['--url', url, '--ca', ca.caPath, '--cert', billing.certPath, '--key', billing.keyPath];
+  it('the command takes --cert and --cert-key, and a bearer token still speaks for itself', async () => {
+    const flags = ['--url', url, '--ca', ca.caPath, '--cert', billing.certPath, '--cert-key', billing.keyPath];
     expect(await cli([...flags, 'put', 'ledger/7', '7'])).toMatchObject({ code: 0 });
     const got = await cli([...flags, 'get', 'ledger/7']);
     expect(got).toMatchObject({ code: 0, stdout: '7\n' });
@@ -78,7 +78,7 @@ describe('client certificates', () => {
     expect(stats.code).toBe(1);
     expect((await cli([...flags, '--token', rootSecret, 'stats'])).code).toBe(0);
     const half = await cli(['--url', url, '--ca', ca.caPath, '--cert', billing.certPath, 'get', 'ledger/7']);
-    expect(half).toMatchObject({ code: 2, stderr: 'statelog: give --cert and --key together\n' });
+    expect(half).toMatchObject({ code: 2, stderr: 'statelog: give --cert and --cert-key together\n' });
   });
 });
 
