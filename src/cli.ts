@@ -229,7 +229,7 @@ async function writeSnapshot(prefix: string, file: string | undefined, label: st
   const partial = file && `${file}.partial`;
   const out = partial ? await openOut(partial, file) : process.stdout;
   try {
-    const total = file && process.stderr.isTTY && prefix === '' ? Number((await api.stats()).liveKeys) : 0;
+    const total = prefix === '' && (label === 'backup' || (file && process.stderr.isTTY)) ? Number((await api.stats()).liveKeys) : 0;
     const snapshot = await api.snapshotLines({ prefix });
     const bar = file ? progressBar(`${label} [{bar}] {value}/{total} keys`) : null;
     bar?.start(Math.max(total, 1), 0);
@@ -334,7 +334,7 @@ program
 
 program
   .command('backup [file]')
-  .description('save a consistent backup: through the server at --url (its snapshot with the trailer, from either store), or with --db a copy of a SQLite file')
+  .description('save a consistent backup: through the server at --url (its snapshot with the trailer, from either store; a token without key prefixes), or with --db a copy of a SQLite file')
   .option('--out <file>', 'where the backup goes (or give FILE)')
   .option('--db <file>', 'copy this SQLite database file instead (SQLite backup API, safe while the server runs)')
   .action(async (positional: string | undefined, flags: { out?: string; db?: string }) => {

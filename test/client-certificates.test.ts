@@ -1,7 +1,7 @@
 // Client certificates (STATELOG_TLS_CLIENT_CA): the entries made by `statelog token new`,
 // the command and the client presenting a certificate whose CN names one, and the CA
 // replaced on SIGHUP in a real server process. Certificates are made by the test.
-import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -77,6 +77,11 @@ describe('client certificates', () => {
     const stats = await cli([...flags, 'stats']);
     expect(stats.code).toBe(1);
     expect((await cli([...flags, '--token', rootSecret, 'stats'])).code).toBe(0);
+    // A backup is of the whole log: refused to a token with key prefixes, nothing left behind.
+    const backup = await cli([...flags, 'backup', '--out', join(t.dir, 'scoped-backup.ndjson')]);
+    expect(backup.code).toBe(1);
+    expect(backup.stderr).toMatch(/^statelog: forbidden: this needs a token without key prefixes/);
+    expect(existsSync(join(t.dir, 'scoped-backup.ndjson'))).toBe(false);
     const half = await cli(['--url', url, '--ca', ca.caPath, '--cert', billing.certPath, 'get', 'ledger/7']);
     expect(half).toMatchObject({ code: 2, stderr: 'statelog: give --cert and --cert-key together\n' });
   });
