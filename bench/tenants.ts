@@ -118,7 +118,7 @@ async function streamDelays(settings: RunSettings, dir: string): Promise<Record<
     const scoped = subscribe(server.url, secretOf(0), 'after=0');
     const unscoped = subscribe(server.url, ROOT_SECRET, 'after=0&prefix=t0%2F');
     await Promise.all([scoped.ready, unscoped.ready]);
-    // Ten seconds of writes in a real run (4 s × 3 rounds would add half a minute to the suite).
+    // A fixed count: enough delays for a p99, whatever the rounds' length.
     const writes = settings.smoke ? 50 : 2000;
     for (let i = 0; i < writes; i++) {
       // One write every 5 ms, each to t0/ and to another entry's prefix that neither sees.
