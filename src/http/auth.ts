@@ -4,7 +4,7 @@
 // touching this file; which keys it may touch is the route's scope rule (scope.ts).
 // Everything needs a token except the two health probes and the dashboard's static
 // files: a path nobody thought of is closed, not open.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
@@ -38,7 +38,7 @@ export function requiredRole(method: string, routePattern: string | undefined, u
   return READ_METHODS.has(method) ? 'read' : 'write';
 }
 
-const digest = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex');
+const digest = (token: string): string => hash('sha256', token, 'hex');
 
 /** The tokens in force: replaced whole on reload, so a request sees one set or the other. */
 interface TokenSet {
