@@ -413,6 +413,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on a server with tokens', () 
     await put(t, 'team/b/2', 1, TOKENS.admin);
     await put(t, 'team/a/3', 3, TOKENS.admin);
     await poll(() => shownKeys(page)).toEqual(['team/a/1', 'team/a/2', 'team/a/3']);
+    await page.screenshot({ path: join(ARTIFACTS, 'scoped-token.png') });
     // The one refusal is the stats' 403, which the page reads as the token's scope.
     expect(problems.filter((p) => !failedLoad(403).test(p))).toEqual([]);
   });
