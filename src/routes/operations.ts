@@ -5,6 +5,7 @@ import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Sta
 import type { AppServices } from '../services.js';
 import { dirtyRatio } from '../store/log-store.js';
 import { isStoreFull } from '../store/unavailable.js';
+import { batchBodyLimit } from './records.js';
 
 export interface OperationsOptions {
   services: AppServices;
@@ -22,6 +23,9 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       digestOffset: counters.head,
       dirtyRatio: dirtyRatio(counters),
       lastCompaction: options.lastCompaction(),
+      // What a client must know to send only what this server accepts (a restore checks it first).
+      maxValueBytes: options.services.config.maxValueBytes,
+      maxBatchBytes: batchBodyLimit(options.services.config.maxValueBytes),
     };
   });
 

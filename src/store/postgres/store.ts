@@ -20,6 +20,7 @@ import { STORE_INTERNALS } from '../internals.js';
 import { WriteRoom } from '../unavailable.js';
 import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
 import type {
+  CountedMeta,
   ChangesPage,
   ChangesQuery,
   HistoryPage,
@@ -38,7 +39,7 @@ import type {
   CompactionBudget,
   CompactionPolicy,
 } from '../log-store.js';
-import { changesUntil, HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, countersOf, HISTORY_SCAN_RECORDS } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
@@ -237,7 +238,7 @@ export class PgStore implements LogStore {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    type Row = { head: number; key: string | null; value: string; seq: number; ts: number; taken: number | null };
+    type Row = { head: number; key: string | null; value: string; seq: number; ts: number; expires_at: number | null; taken: number | null };
     const { rows } = await this.pool.query<Row>(LIST_SQL, [
       query.prefix,
       query.afterKey ?? '',
@@ -248,7 +249,7 @@ export class PgStore implements LogStore {
     ]);
     const head = rows[0]!.head;
     this.learn({ head }, true);
-    const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts }));
+    const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts, expiresAt: row.expires_at }));
     // Keys were read past the size bound: the page stopped early and more follow.
     return items.length < (rows[0]!.taken ?? 0) ? { items, head, truncated: true } : { items, head };
   }
@@ -270,7 +271,7 @@ export class PgStore implements LogStore {
     const records: StoredRecord[] = [];
     for (const row of rows) {
       if (row.seq === null || row.seq === undefined) continue;
-      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts!, expiresAt: row.expiresAt ?? null });
     }
     const taken = rows[0]!.taken ?? 0;
     const full = records.length === query.limit || records.length < taken;
@@ -291,7 +292,7 @@ export class PgStore implements LogStore {
     const records: StoredRecord[] = [];
     for (const row of rows) {
       if (row.seq === null || row.seq === undefined) continue;
-      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts!, expiresAt: row.expiresAt ?? null });
     }
     const taken = rows[0]!.taken ?? 0;
     return { records, head, full: records.length === query.limit || records.length < taken, examinedTo };
@@ -384,18 +385,10 @@ export class PgStore implements LogStore {
   }
 
   async counters(): Promise<StoreCounters> {
-    const { rows } = await this.pool.query<{
-      head: number;
-      horizon: number;
-      records: number;
-      liveKeys: number;
-      stateKeys: number;
-      dbBytes: number;
-      digest: string;
-    }>(COUNTERS_SQL);
-    const { head, horizon, records, liveKeys, stateKeys, dbBytes, digest } = rows[0]!;
-    this.learn({ head, horizon }, true);
-    return { head, horizon, records, liveKeys, tombstones: stateKeys - liveKeys, dbBytes, digest: digestHex(BigInt(digest)) };
+    const { rows } = await this.pool.query<CountedMeta>(COUNTERS_SQL, [Date.now()]);
+    const meta = rows[0]!;
+    this.learn(meta, true);
+    return countersOf({ ...meta, digest: digestHex(BigInt(meta.digest)) });
   }
 
   async dueExpiries(now: number, limit: number): Promise<DueExpiry[]> {

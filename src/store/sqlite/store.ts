@@ -49,7 +49,7 @@ import type {
   WriteRequest,
   WriteResult,
 } from '../log-store.js';
-import { changesUntil, HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, countersOf, HISTORY_SCAN_RECORDS } from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -254,6 +254,9 @@ export class SqliteStore implements LogStore {
         `SELECT key, seq AS offset FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1
          ORDER BY expires_at LIMIT ?`,
       ),
+      expiredCount: db.prepare(
+        'SELECT count(*) FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1',
+      ).pluck(),
       liveTerms: db.prepare('SELECT key, seq AS offset FROM state WHERE live = 1'),
       saveDigest: db.prepare('UPDATE meta SET digest = ? WHERE id = 1'),
       // Rewrites the meta row unchanged: a commit of one page, as small as a write can be.
@@ -532,16 +535,10 @@ export class SqliteStore implements LogStore {
 
   async counters(): Promise<StoreCounters> {
     const { head, horizon, records, stateKeys, liveKeys, digest } = this.meta;
+    // Read with the meta row (synchronously): the due keys the expirer has not reached.
+    const expiredKeys = this.sql.expiredCount.get(Date.now()) as number;
     await this.durable(head);
-    return {
-      head,
-      horizon,
-      records,
-      liveKeys,
-      tombstones: stateKeys - liveKeys,
-      dbBytes: this.fileBytes(),
-      digest: digest!.hex(),
-    };
+    return countersOf({ head, horizon, records, liveKeys, stateKeys, expiredKeys, dbBytes: this.fileBytes(), digest: digest!.hex() });
   }
 
   async dueExpiries(now: number, limit: number): Promise<DueExpiry[]> {
