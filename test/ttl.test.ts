@@ -107,6 +107,21 @@ describe('TTL', () => {
     expect(stats).toMatchObject({ liveKeys: 0, expiredKeys: 0, tombstones: 30, head: 60 });
   });
 
+  it('a backlog of due keys is deleted in steps that grow with it, not 25 at a time', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    for (let at = 0; at < 3000; at += 1000) {
+      const records = Array.from({ length: 1000 }, (_, i) => ({ key: `k${at + i}`, value: i, ttlMs: 100 }));
+      await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 0, expiredKeys: 3000 });
+    expect(await app.app.expirer.run()).toBe(3000);
+    // 25, 100, 400, then 1000 a step: 3000 keys in 6 steps, where 25 a step took 121.
+    expect(app.app.expirer.steps).toBeLessThanOrEqual(6);
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 0, expiredKeys: 0, tombstones: 3000 });
+  });
+
   it('the expiry travels with the key: listings, snapshot lines, stream snapshots and changes carry it; liveKeys agrees with GET', async () => {
     t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
     const app = t;
