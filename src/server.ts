@@ -2,7 +2,7 @@
 import type { Server as TlsServer } from 'node:tls';
 import closeWithGrace from 'close-with-grace';
 import { buildApp, type App } from './app.js';
-import { ConfigError, loadConfig, readTlsFiles, type Config } from './config.js';
+import { certificateProblem, ConfigError, loadConfig, readTlsFiles, type Config } from './config.js';
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -38,12 +38,19 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
   // serves them to new connections; a pair that cannot be used is logged and the
   // current one kept. Without HTTPS, SIGHUP shuts down as below.
   const tls = config.tls;
+  // A certificate out of its dates is served all the same (readiness stays 200), and said.
+  const checkDates = (cert: Buffer, path: string): void => {
+    const found = certificateProblem(cert);
+    if (found) app.log.warn({ cert: path, validFrom: found.validFrom, validTo: found.validTo }, found.problem);
+  };
   if (tls) {
+    checkDates(tls.cert, tls.certPath);
     process.on('SIGHUP', () => {
       try {
         const { cert, key } = readTlsFiles(tls.certPath, tls.keyPath);
         (app.server as unknown as TlsServer).setSecureContext({ cert, key });
         app.log.info({ cert: tls.certPath }, 'TLS certificate and key reloaded');
+        checkDates(cert, tls.certPath);
       } catch (err) {
         app.log.error({ reason: message(err) }, 'TLS reload refused; the current certificate is kept');
       }
