@@ -99,14 +99,12 @@ export const KEY_HISTORY_SQL = `
 export const HISTORY_SCAN_END_SQL = 'SELECT seq FROM log WHERE seq < @before ORDER BY seq DESC LIMIT 1 OFFSET @scan - 1';
 
 /** RECORDS_AFTER_SQL's and KEY_HISTORY_SQL's columns in raw mode (arrays build faster than named rows). */
-export const toRecord = (row: unknown[]): StoredRecord => ({
-  offset: row[0] as number,
-  key: row[1] as string,
-  op: row[2] as Op,
-  value: row[3] as string | null,
-  ts: row[4] as number,
-  expiresAt: (row[5] as number | null | undefined) ?? null,
-});
+export const toRecord = (row: unknown[]): StoredRecord => {
+  const record: StoredRecord = { offset: row[0] as number, key: row[1] as string, op: row[2] as Op, value: row[3] as string | null, ts: row[4] as number };
+  // Only a set still its key's latest record with a TTL has one (RECORD_EXPIRY).
+  if (row[5] != null) record.expiresAt = row[5] as number;
+  return record;
+};
 
 /**
  * Takes rows from a query until it ends or the rows hold `maxChars` characters (at
