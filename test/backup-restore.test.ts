@@ -2,10 +2,12 @@
 // real CLI process: keys keep their expiry, a key past it is not brought back, a file
 // changed after the backup is refused, and a backup the target cannot take whole is
 // refused before anything is written, --force or not.
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
+import { digestHex, digestOf } from '../src/contract/digest.js';
 import { json, startApp, type TestApp } from './support/helpers.js';
 import { cli } from './support/cli.js';
 import { portOf } from './support/http.js';
@@ -119,5 +121,32 @@ describe('backup and restore through the server', { timeout: 120_000 }, () => {
       expect(await stats(target.client)).toMatchObject({ head: before.head, liveKeys: 40 });
     }
     expect(await stateOf(target.client)).toEqual(stateBefore);
+  });
+
+  it('a batch refused midway puts back the keys the server held, with their expiries', async () => {
+    const target = await server();
+    await target.client.put('mine/1', { a: 1 });
+    await target.client.put('mine/2', 'two', { ttlMs: 600_000 });
+    const before = await stateOf(target.client);
+    const leaseBefore = (await target.client.get('mine/2'))!.expiresAt!;
+    // A file whose trailer checks out (its digests recomputed), with a last value the
+    // server refuses (beyond a double's range): what a restore cannot see before writing.
+    const entries = [
+      ...Array.from({ length: 1200 }, (_, i) => ({ key: `b/${String(i).padStart(4, '0')}`, value: `${i}`, offset: i + 1 })),
+      { key: 'z', value: '1e400', offset: 1201 },
+    ];
+    const lines = entries.map((e) => `{"key":${JSON.stringify(e.key)},"value":${e.value},"offset":${e.offset},"ts":1}`);
+    const sha256 = createHash('sha256').update(lines.map((line) => `${line}\n`).join('')).digest('hex');
+    const trailer = { end: true, offset: 1201, count: entries.length, epoch: 'crafted', digest: digestHex(digestOf(entries)), sha256 };
+    const file = join(target.t.dir, 'crafted.ndjson');
+    writeFileSync(file, `${[...lines, JSON.stringify(trailer)].join('\n')}\n`);
+
+    const result = await cli(['restore', file, '--force'], target.env);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/the restore failed \(invalid_request: .*\); the server was put back to the keys it held before/);
+    expect(await stateOf(target.client)).toEqual(before);
+    const lease = (await target.client.get('mine/2'))!.expiresAt!;
+    expect(lease - leaseBefore).toBeGreaterThanOrEqual(0);
+    expect(lease - leaseBefore).toBeLessThan(5_000);
   });
 });
