@@ -144,10 +144,13 @@ export const KEY_HISTORY_SQL = `
   )}
   ) r ON true ORDER BY r.seq DESC`;
 
-/** The counters, with $1 the time at which expired values are counted apart (by the partial index). */
+/**
+ * The counters, with $1 the time at which expired values are counted apart, by the
+ * partial index alone: only live rows have an expiry (a delete clears it).
+ */
 export const COUNTERS_SQL = `
   SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys", digest::text,
-    (SELECT count(*) FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1 AND live)::int AS "expiredKeys",
+    (SELECT count(*) FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1)::int AS "expiredKeys",
     pg_total_relation_size('log') + pg_total_relation_size('state')
       + pg_total_relation_size('idempotency') + pg_total_relation_size('meta') AS "dbBytes"
   FROM meta WHERE id = 1`;

@@ -207,9 +207,8 @@ export function prepareStatements(db: Database.Database): Statements {
       `SELECT key, seq AS offset FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1
        ORDER BY expires_at LIMIT ?`,
     ),
-    expiredCount: db.prepare(
-      'SELECT count(*) FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1',
-    ).pluck(),
+    // Only live rows have an expiry (a delete clears it): the partial index alone answers.
+    expiredCount: db.prepare('SELECT count(*) FROM state WHERE expires_at IS NOT NULL AND expires_at <= ?').pluck(),
     liveTerms: db.prepare('SELECT key, seq AS offset FROM state WHERE live = 1'),
     saveDigest: db.prepare('UPDATE meta SET digest = ? WHERE id = 1'),
     // Rewrites the meta row unchanged: a commit of one page, as small as a write can be.
