@@ -34,6 +34,8 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['filtered-polls', async () => (await import('./filtered-polls.js')).filteredPollsFigure],
   ['compact', async () => (await import('./compact.js')).compactFigure],
   ['expiry', async () => (await import('./expiry.js')).expiryFigure],
+  ['expiry-pace', async () => (await import('./expiry-pace.js')).expiryPaceFigure],
+  ['exact-bodies', async () => (await import('./exact-bodies.js')).exactBodiesFigure],
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
   ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],
   ['postgres', async () => (await import('./postgres.js')).postgresFigure],

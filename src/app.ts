@@ -131,11 +131,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // now so that a folder that cannot be made stops the start, not the first snapshot.
     const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
     mkdirSync(spoolDir, { recursive: true });
-    const slots = new SnapshotSlots(config.maxSnapshots, { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) });
+    const spool = { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) };
+    const slots = new SnapshotSlots(config.maxSnapshots, spool);
     await app.register(keyRoutes, { services });
     await app.register(recordRoutes, { services });
     await app.register(adminRoutes, { compactor: services.compactor, faults: services.faults });
-    await app.register(operationsRoutes, { services, lastCompaction: () => services.compactor.lastCompaction });
+    await app.register(operationsRoutes, { services, spool, lastCompaction: () => services.compactor.lastCompaction });
     await app.register(snapshotRoutes, { services, slots });
     await app.register(changesRoutes, { services });
     await app.register(changeStreamRoutes, { services, slots });

@@ -2,15 +2,17 @@
 // The statelog command: run the server, read and write keys, take snapshots, watch
 // changes, compact, back up or restore (through the server, or the SQLite file), and
 // make token-file entries (cli/token.ts).
-import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { createInterface } from 'node:readline';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { StatelogClient, StatelogError, type WatchEvent } from '@statelog/client';
 import { backupDatabase, restoreDatabase } from './store/sqlite/backup.js';
 import { readTlsFlags } from './cli/connection.js';
 import { addTokenCommand } from './cli/token.js';
+import { BackupError, LinesHash, loadBackup, readBackup, type BackupLimits } from './backup-file.js';
 
 /** Exit codes, as `--help` lists them. */
 const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
@@ -221,8 +223,9 @@ program
 
 /**
  * Writes a snapshot (its entries as the server wrote them, then the trailer with the
- * epoch) to FILE, or stdout. A file is written beside and renamed into place once the
- * trailer checked out, so a cut snapshot never passes for a whole one.
+ * epoch, the server's digest and a SHA-256 of the lines) to FILE, or stdout. A file is
+ * written beside and renamed into place once the trailer checked out, so a cut
+ * snapshot never passes for a whole one.
  */
 async function writeSnapshot(prefix: string, file: string | undefined, label: string): Promise<{ count: number; offset: number; epoch: string }> {
   const api = client();
@@ -233,13 +236,16 @@ async function writeSnapshot(prefix: string, file: string | undefined, label: st
     const snapshot = await api.snapshotLines({ prefix });
     const bar = file ? progressBar(`${label} [{bar}] {value}/{total} keys`) : null;
     bar?.start(Math.max(total, 1), 0);
+    const lines = new LinesHash();
     for await (const line of snapshot) {
+      lines.add(line);
       await writeLine(out, line);
       if (bar && snapshot.count > bar.getTotal()) bar.setTotal(snapshot.count);
       bar?.increment();
     }
     bar?.stop();
-    await writeLine(out, JSON.stringify({ end: true, offset: snapshot.offset, count: snapshot.count, epoch: snapshot.epoch }));
+    const { offset, count, epoch, digest } = snapshot;
+    await writeLine(out, JSON.stringify({ end: true, offset, count, epoch, ...(digest !== undefined ? { digest } : {}), sha256: lines.hex() }));
     if (partial) {
       await closeOut(out as WriteStream, file);
       renameSync(partial, file);
@@ -353,56 +359,6 @@ program
     process.stderr.write(`backed up ${count} keys at offset ${offset} (epoch ${epoch}) from ${serverUrl()} to ${file}\n`);
   });
 
-/** Items per batch, and JSON text per batch: within any server's request limit. */
-const RESTORE_BATCH_ITEMS = 500;
-const RESTORE_BATCH_CHARS = 512 * 1024;
-
-interface BackupLine {
-  key: string;
-  /** The batch item `{"key":...,"value":...}`, the value's text as the backup holds it. */
-  item: string;
-}
-
-/** The lines of a backup file, checked: entries, then a trailer whose count matches. */
-async function* backupLines(file: string): AsyncGenerator<BackupLine, { count: number; offset: number }> {
-  const input = createReadStream(file, 'utf8');
-  const failed = new Promise<never>((_, reject) => input.once('error', (err) => reject(new CliFailure(`cannot read ${file}: ${fsCause(err)}`, EXIT.refused))));
-  failed.catch(() => {});
-  await Promise.race([once(input, 'open'), failed]);
-  let count = 0;
-  let line = 0;
-  let trailer: { count: number; offset: number } | null = null;
-  for await (const text of createInterface({ input, crlfDelay: Infinity })) {
-    line += 1;
-    if (text.trim() === '') continue;
-    if (trailer) throw new CliFailure(`${file}:${line}: a line after the trailer: not a statelog backup`, EXIT.refused);
-    let parsed: { key?: unknown; value?: unknown; end?: unknown; count?: unknown; offset?: unknown };
-    try {
-      parsed = JSON.parse(text) as typeof parsed;
-    } catch {
-      throw new CliFailure(`${file}:${line}: not JSON: not a statelog backup`, EXIT.refused);
-    }
-    if (parsed.end === true && typeof parsed.count === 'number' && typeof parsed.offset === 'number') {
-      trailer = { count: parsed.count, offset: parsed.offset };
-      continue;
-    }
-    if (typeof parsed.key !== 'string' || !('value' in parsed)) throw new CliFailure(`${file}:${line}: no key and value: not a statelog backup`, EXIT.refused);
-    count += 1;
-    yield { key: parsed.key, item: batchItem(text, parsed.key, parsed.value) };
-  }
-  if (!trailer) throw new CliFailure(`${file} ends without its trailer line: the backup is incomplete`, EXIT.refused);
-  if (trailer.count !== count) throw new CliFailure(`${file}: the trailer says ${trailer.count} keys, the file has ${count}`, EXIT.refused);
-  return trailer;
-}
-
-/** The batch item for a backup line, keeping the value's text (and its numbers' digits) as written. */
-function batchItem(line: string, key: string, value: unknown): string {
-  const head = `{"key":${JSON.stringify(key)},"value":`;
-  const end = line.lastIndexOf(',"offset":');
-  if (line.startsWith(head) && end > head.length) return `${line.slice(0, end)}}`;
-  return JSON.stringify({ key, value });
-}
-
 program
   .command('restore <file>')
   .description('load a backup into an empty server at --url, in batches; or with --db replace a SQLite file, offline')
@@ -414,52 +370,53 @@ program
       process.stderr.write(`restored ${file} to ${flags.db} with epoch ${epoch}\n`);
       return;
     }
-    // The whole file is checked before anything is written.
-    let total = 0;
-    const check = backupLines(file);
-    for (let next = await check.next(); !next.done; next = await check.next()) total += 1;
     const api = client();
     const url = serverUrl();
-    const live = Number((await api.stats()).liveKeys);
+    const stats = (await api.stats()) as { liveKeys: number; maxValueBytes?: number; maxBatchBytes?: number };
+    const limits: BackupLimits = { maxValueBytes: stats.maxValueBytes ?? null, maxBatchBytes: stats.maxBatchBytes ?? null };
+    // The whole file is checked, against itself and the server's limits, before anything is written.
+    let total = 0;
+    const check = readBackup(file, limits);
+    for (let next = await check.next(); !next.done; next = await check.next()) total += 1;
+    const live = stats.liveKeys;
     if (live > 0 && !flags.force) {
       throw new CliFailure(`${url} has ${live} live keys: restore loads into an empty server (--force to replace its keys)`, EXIT.refused);
     }
+    // What the server holds now, so that a restore that fails midway can put it back.
+    const before = live > 0 ? join(mkdtempSync(join(tmpdir(), 'statelog-restore-')), 'before.ndjson') : null;
+    if (before) await writeSnapshot('', before, 'saving the server\'s keys first');
     const bar = progressBar('restore [{bar}] {percentage}% {value}/{total} keys');
     bar?.start(total, 0);
-    const restored = new Set<string>();
-    let batch: string[] = [];
-    let chars = 0;
-    let offset = 0;
-    const flush = async () => {
-      if (batch.length === 0) return;
-      offset = (await api.batchJson(batch)).offset;
-      bar?.increment(batch.length);
-      batch = [];
-      chars = 0;
-    };
-    for await (const { key, item } of backupLines(file)) {
-      if (batch.length >= RESTORE_BATCH_ITEMS || (batch.length > 0 && chars + item.length > RESTORE_BATCH_CHARS)) await flush();
-      batch.push(item);
-      chars += item.length;
-      if (flags.force && live > 0) restored.add(key);
-    }
-    await flush();
-    let removed = 0;
-    if (flags.force && live > 0) {
-      // Keys the server had that the backup does not: deleted, so the state is the backup's.
-      for await (const entry of api.list()) {
-        if (restored.has(entry.key)) continue;
-        if (batch.length >= RESTORE_BATCH_ITEMS) await flush();
-        batch.push(JSON.stringify({ key: entry.key, op: 'delete' }));
-        removed += 1;
-      }
-      await flush();
+    let result;
+    try {
+      result = await loadBackup(api, file, limits, { replace: live > 0, progress: (items) => bar?.increment(items) });
+    } catch (err) {
+      bar?.stop();
+      throw await putBack(api, before, limits, err);
     }
     bar?.stop();
+    if (before) rmSync(dirname(before), { recursive: true, force: true });
     const epoch = ((await api.stats()) as { epoch?: string }).epoch;
-    const extra = removed > 0 ? `, deleted ${removed} keys it did not have` : '';
-    process.stderr.write(`restored ${total} keys from ${file} to ${url}${extra}; head ${offset}${epoch ? ` (epoch ${epoch})` : ''}\n`);
+    const extra = `${result.removed > 0 ? `, deleted ${result.removed} keys it did not have` : ''}${result.expired > 0 ? `, left out ${result.expired} keys past their expiry` : ''}`;
+    process.stderr.write(`restored ${result.written} keys from ${file} to ${serverUrl()}${extra}; head ${result.offset}${epoch ? ` (epoch ${epoch})` : ''}\n`);
   });
+
+/**
+ * After a restore failed midway: makes the server hold again the keys it held before
+ * (`before`, or none), and returns the error to report, saying whether that worked.
+ */
+async function putBack(api: StatelogClient, before: string | null, limits: BackupLimits, cause: unknown): Promise<Error> {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  const code = cause instanceof StatelogError && !cause.isConnectionError ? `${cause.code}: ` : '';
+  try {
+    await loadBackup(api, before, limits, { replace: true });
+  } catch (err) {
+    const saved = before ? `; its keys before are in ${before} (statelog restore --force ${before})` : '';
+    return new CliFailure(`the restore failed (${code}${reason}), and the server could not be put back as it was (${(err as Error).message})${saved}`, EXIT.refused);
+  }
+  if (before) rmSync(dirname(before), { recursive: true, force: true });
+  return new CliFailure(`the restore failed (${code}${reason}); the server was put back to the keys it held before`, EXIT.refused);
+}
 
 // A reader that went away (`statelog ls | head -2`) is not an error: stop quietly.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
@@ -482,9 +439,9 @@ try {
     if (err.code.startsWith('statelog.')) process.stderr.write(`statelog: ${err.message}\n`);
     process.exit(EXIT.usage);
   }
-  if (err instanceof CliFailure) {
+  if (err instanceof CliFailure || err instanceof BackupError) {
     process.stderr.write(`statelog: ${err.message}\n`);
-    process.exit(err.exitCode);
+    process.exit(err instanceof CliFailure ? err.exitCode : EXIT.refused);
   }
   if (err instanceof StatelogError) {
     if (err.isConnectionError) {

@@ -1,5 +1,6 @@
 // Settings come from the environment, are validated once at start-up, and are then
 // passed around as this typed object. Nothing else reads process.env.
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { readTokenFile, ROLES, TokenFileError, type FileEntry, type Role } from './token-file.js';
@@ -209,6 +210,21 @@ export function readTlsFiles(certPath: string, keyPath: string, clientCaPath: st
   return { certPath, keyPath, cert, key, clientCaPath, clientCa };
 }
 
+/**
+ * Why a certificate would be refused by clients now (expired, not yet valid) with its
+ * dates, or null. Such a certificate is still served: serving beats not serving, and a
+ * renewed one is taken on SIGHUP.
+ */
+export function certificateProblem(cert: Buffer, now = new Date()): { problem: string; validFrom: string; validTo: string } | null {
+  const x509 = new X509Certificate(cert);
+  const validFrom = new Date(x509.validFrom);
+  const validTo = new Date(x509.validTo);
+  const dates = { validFrom: validFrom.toISOString(), validTo: validTo.toISOString() };
+  if (now > validTo) return { problem: 'the TLS certificate has expired: clients will refuse it', ...dates };
+  if (now < validFrom) return { problem: 'the TLS certificate is not valid yet: clients will refuse it', ...dates };
+  return null;
+}
+
 function tlsFiles(env: Env): TlsFiles | null {
   const certPath = raw(env, 'STATELOG_TLS_CERT');
   const keyPath = raw(env, 'STATELOG_TLS_KEY');
@@ -232,6 +248,14 @@ function corsOrigins(env: Env): string[] | null {
   if (origins.includes('*')) {
     if (origins.length > 1) throw new ConfigError('STATELOG_CORS_ORIGINS', '"*" allows any origin; list no others with it');
     return ['*'];
+  }
+  // A browser sends an origin, never a pattern: "https://*.example.com" would match nothing.
+  const pattern = origins.findIndex((origin) => origin.includes('*'));
+  if (pattern >= 0) {
+    throw new ConfigError(
+      'STATELOG_CORS_ORIGINS',
+      `entry ${pattern + 1} ("${origins[pattern]}") is a pattern: wildcards within an origin are not supported; list each origin, or give "*" alone for any`,
+    );
   }
   for (const [index, origin] of origins.entries()) {
     let parsed: URL | undefined;

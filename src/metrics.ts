@@ -209,6 +209,7 @@ export class Metrics {
     horizon: this.gauge('statelog_log_horizon', 'Highest offset of a removed live delete marker', this.logRegistry),
     records: this.gauge('statelog_log_records', 'Records in the log, superseded ones included', this.logRegistry),
     liveKeys: this.gauge('statelog_live_keys', 'Keys with a live value', this.logRegistry),
+    expiredKeys: this.gauge('statelog_expired_keys', 'Keys past their expiry whose tombstone is not written yet', this.logRegistry),
     tombstones: this.gauge('statelog_tombstones', 'Keys whose latest record is a delete marker still kept', this.logRegistry),
     dirtyRatio: this.gauge('statelog_dirty_ratio', 'Superseded records / all records', this.logRegistry),
     dbBytes: this.gauge('statelog_db_bytes', 'Size of the database file and its write-ahead log', this.logRegistry),
@@ -331,6 +332,7 @@ export class Metrics {
       this.log.horizon.set(counters.horizon);
       this.log.records.set(counters.records);
       this.log.liveKeys.set(counters.liveKeys);
+      this.log.expiredKeys.set(counters.expiredKeys);
       this.log.tombstones.set(counters.tombstones);
       this.log.dirtyRatio.set(dirtyRatio(counters));
       this.log.dbBytes.set(counters.dbBytes);

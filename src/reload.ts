@@ -4,10 +4,16 @@
 // (statelog_reload_failures_total), and the one in force stays. It never stops the server.
 import type { Server as TlsServer } from 'node:tls';
 import type { App } from './app.js';
-import { readTlsFiles, type Config } from './config.js';
+import { certificateProblem, readTlsFiles, type Config } from './config.js';
 import { readTokenFile } from './token-file.js';
 
 const reason = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** A certificate out of its dates is served all the same (readiness stays 200), and said at warn. */
+export function checkCertificateDates(app: App, cert: Buffer, path: string): void {
+  const found = certificateProblem(cert);
+  if (found) app.log.warn({ cert: path, validFrom: found.validFrom, validTo: found.validTo }, found.problem);
+}
 
 /** Reloads what the settings name; returns the parts put in force. */
 export function reload(app: App, config: Config): string[] {
@@ -34,6 +40,7 @@ export function reload(app: App, config: Config): string[] {
       (app.server as unknown as TlsServer).setSecureContext({ cert, key, ...(clientCa ? { ca: clientCa } : {}) });
       reloaded.push('tls');
       app.log.info({ cert: tls.certPath, ...(tls.clientCaPath ? { clientCa: tls.clientCaPath } : {}) }, 'TLS certificate and key reloaded');
+      checkCertificateDates(app, cert, tls.certPath);
     } catch (err) {
       refused('TLS reload refused; the current certificate is kept', err);
     }

@@ -2,7 +2,7 @@
 import closeWithGrace from 'close-with-grace';
 import { buildApp, type App } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { reload } from './reload.js';
+import { checkCertificateDates, reload } from './reload.js';
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -36,6 +36,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<App> {
     app.log.warn('neither STATELOG_TOKENS nor STATELOG_TOKENS_FILE is set: every route is open to anyone who can connect');
   }
 
+  if (config.tls) checkCertificateDates(app, config.tls.cert, config.tls.certPath);
   // SIGHUP (log rotation, systemctl reload) reloads, never stops (reload.ts).
   process.on('SIGHUP', () => reload(app, config));
 

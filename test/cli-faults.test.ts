@@ -166,7 +166,14 @@ describe('statelog under faults', { timeout: 120_000 }, () => {
     const backup = await cli(['backup', '--out', file], source.env);
     expect(backup.code, backup.stderr).toBe(0);
     const saved = lines(readFileSync(file, 'utf8'));
-    expect(saved.at(-1)).toEqual({ end: true, offset: 1205, count: 1203, epoch: source.t.app.services.store.epoch });
+    expect(saved.at(-1)).toEqual({
+      end: true,
+      offset: 1205,
+      count: 1203,
+      epoch: source.t.app.services.store.epoch,
+      digest: (await source.t.http.get('/v1/stats')).body.digest,
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
     expect(await cli(['backup', '--out', file], source.env)).toMatchObject({ code: 1, stderr: `statelog: ${file} exists; choose a new file\n` });
 
     const restore = await cli(['restore', file], target.env);

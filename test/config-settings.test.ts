@@ -180,7 +180,13 @@ describe('the transport settings', () => {
     expect(loadConfig({ STATELOG_CORS_ORIGINS: '*' }).corsOrigins).toEqual(['*']);
   });
 
-  it.each(['dash.example.com', 'https://dash.example.com/', 'https://dash.example.com/ui', 'ftp://x.example', '*,https://a.example', 'https://a.example,,'])(
+  it('refuse a pattern such as https://*.example.com, which no browser sends, saying so', () => {
+    const refused = refusal({ STATELOG_CORS_ORIGINS: 'https://app.example.com, https://*.example.com' });
+    expect(refused.variable).toBe('STATELOG_CORS_ORIGINS');
+    expect(refused.message).toMatch(/entry 2 \("https:\/\/\*\.example\.com"\) is a pattern: wildcards within an origin are not supported/);
+  });
+
+  it.each(['dash.example.com', 'https://dash.example.com/', 'https://dash.example.com/ui', 'ftp://x.example', '*,https://a.example', 'https://a.example,,', 'http://*.localhost:3000'])(
     'refuse STATELOG_CORS_ORIGINS=%s',
     (value) => {
       expect(refusal({ STATELOG_CORS_ORIGINS: value }).variable).toBe('STATELOG_CORS_ORIGINS');

@@ -1,7 +1,9 @@
 // STATELOG_CORS_ORIGINS at the HTTP level: which answers carry which CORS headers
 // (test/ui/cors.test.ts shows the same from a page in Chromium).
 import { afterEach, describe, expect, it } from 'vitest';
-import { json, startApp, type TestApp } from './support/helpers.js';
+import { join } from 'node:path';
+import { json, startApp, tempDir, type TestApp } from './support/helpers.js';
+import { runServerExpectingExit } from './support/child-server.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {
@@ -78,5 +80,14 @@ describe('CORS', () => {
     t = await startApp({ STATELOG_CORS_ORIGINS: '*' });
     const get = await t.http.get('/v1/stats').set('origin', 'https://anywhere.example');
     expect(get.headers['access-control-allow-origin']).toBe('*');
+  });
+
+  it('a wildcard origin stops the server at start with one line naming the variable, before anything is written', async () => {
+    const db = join(tempDir(), 'cors.db');
+    const { code, stderr } = await runServerExpectingExit({ STATELOG_DB: db, STATELOG_CORS_ORIGINS: 'https://*.example.com' });
+    expect(code).toBe(1);
+    expect(stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^statelog: invalid setting STATELOG_CORS_ORIGINS: entry 1 \("https:\/\/\*\.example\.com"\) is a pattern/),
+    ]);
   });
 });

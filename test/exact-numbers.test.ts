@@ -99,5 +99,20 @@ describe('numbers as written', () => {
     const rounded = await send('PUT', '/v1/keys/idem', '{"value":12345678901234567000}', key);
     expect(rounded.status).toBe(422);
   });
-});
 
+  it('refuses with 413 a body over 128 KiB that holds a number kept as written; the same body with plain numbers is taken', async () => {
+    const items = (number: string) => Array.from({ length: 200 }, (_, i) => `{"key":"n/${i}","value":[${Array(170).fill(number).join(',')}]}`);
+    const heavy = `{"records":[${items('1.0').join(',')}]}`;
+    expect(heavy.length).toBeGreaterThan(128 * 1024);
+    const refused = await send('POST', '/v1/records', heavy);
+    expect(refused.status).toBe(413);
+    expect(JSON.parse(refused.text)).toMatchObject({
+      error: { code: 'payload_too_large', limit: 131072, message: expect.stringMatching(/number kept as written .* may be at most 131072/) },
+    });
+    expect((await fetch(`${base}/v1/keys/n%2F0`)).status).toBe(404);
+    expect((await send('POST', '/v1/records', `{"records":[${items('1').join(',')}]}`)).status).toBe(200);
+    // Below the bound, digits are kept as ever.
+    expect((await send('POST', '/v1/records', `{"records":[${items('1.0').slice(0, 50).join(',')}]}`)).status).toBe(200);
+    expect(await text('/v1/keys/n%2F0')).toContain('"value":[1.0,1.0,');
+  });
+});

@@ -849,8 +849,8 @@ describe('the checker', () => {
     trigger: 'admin', startedAt: 1, durationMs: 1.5, removed: 1, tombstonesRemoved: 0, horizon: 0, head: 2, bytesBefore: 9, bytesAfter: 8,
   });
   const stats = JSON.stringify({
-    head: 2, records: 1, liveKeys: 1, tombstones: 0, dirtyRatio: 0, horizon: 0, dbBytes: 8, digest: '00000000000000ff', digestOffset: 2,
-    lastCompaction: JSON.parse(lastCompaction),
+    head: 2, records: 1, liveKeys: 1, expiredKeys: 0, tombstones: 0, dirtyRatio: 0, horizon: 0, dbBytes: 8, digest: '00000000000000ff', digestOffset: 2,
+    lastCompaction: JSON.parse(lastCompaction), maxValueBytes: 64, maxBatchBytes: 66048,
   });
   const gone = (code: string) => `{"error":{"code":"${code}","message":"m"}}`;
 

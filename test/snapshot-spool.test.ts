@@ -4,11 +4,13 @@
 // spool budget refusing a snapshot before any byte, or cutting one already answered,
 // then giving its bytes back; a reader that keeps up served from memory past the start,
 // a slow one from the file.
+import { mkdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex, digestOf } from '../src/contract/digest.js';
 import { SpoolBudget, spoolSnapshot, type SpooledSnapshot } from '../src/feed/snapshot-spool.js';
-import { json, startApp, type TestApp } from './support/helpers.js';
+import { json, startApp, tempDir, type TestApp } from './support/helpers.js';
 import { baseUrl } from './support/stream-clients.js';
 
 let t: TestApp | undefined;
@@ -41,6 +43,26 @@ async function snapshotLines(app: TestApp, prefix = ''): Promise<{ entries: { ke
   const lines = (res.body as string).trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
   const trailer = lines.pop()!;
   return { entries: lines as { key: string; value: unknown; offset: number }[], trailer };
+}
+
+/** GET /v1/snapshot by a reader that stops for `pauseMs` after its first bytes: the spool runs ahead of it into the file. */
+function readPausing(app: TestApp, pauseMs: number): Promise<{ status: number; text: string; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const request = http.get(`${baseUrl(app.app)}/v1/snapshot`, { agent: false }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.once('data', () => {
+        response.pause();
+        setTimeout(() => response.resume(), pauseMs);
+      });
+      response.on('data', (chunk: string) => (text += chunk));
+      const done = () => resolve({ status: response.statusCode!, text, complete: response.complete });
+      response.on('end', done);
+      response.on('error', done);
+      response.on('aborted', done);
+    });
+    request.on('error', reject);
+  });
 }
 
 describe('the snapshot spool', () => {
@@ -81,23 +103,7 @@ describe('the snapshot spool', () => {
     // The answer starts once 4 MiB are spooled: a budget of 5 MiB runs out after that.
     t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(5 * 1024 * 1024) });
     await fill(t, 16_000, 'a');
-    const cut = await new Promise<{ status: number; text: string; complete: boolean }>((resolve, reject) => {
-      const request = http.get(`${baseUrl(t!.app)}/v1/snapshot`, { agent: false }, (response) => {
-        let text = '';
-        response.setEncoding('utf8');
-        // A reader that stops a while: the spooling runs ahead of it into the file.
-        response.once('data', () => {
-          response.pause();
-          setTimeout(() => response.resume(), 300);
-        });
-        response.on('data', (chunk: string) => (text += chunk));
-        const done = () => resolve({ status: response.statusCode!, text, complete: response.complete });
-        response.on('end', done);
-        response.on('error', done);
-        response.on('aborted', done);
-      });
-      request.on('error', reject);
-    });
+    const cut = await readPausing(t, 300);
     expect(cut.status).toBe(200);
     expect(cut.complete).toBe(false);
     expect(cut.text.length).toBeGreaterThan(0);
@@ -105,6 +111,52 @@ describe('the snapshot spool', () => {
     // What the cut spool had taken is free again.
     const small = await snapshotLines(t, 'a/é001');
     expect(small.trailer).toMatchObject({ end: true, count: 100 });
+  });
+
+  it('gives a budget that fits one snapshot to one at a time: slow readers all finish, or are refused before any byte', async () => {
+    // Some 12 MiB of snapshot, a budget of 20 MiB: room for one spool, not two, but for
+    // the 4 MiB after which each of four answers would start.
+    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(20 * 1024 * 1024) });
+    await fill(t, 28_000, 'a');
+    const answers = await Promise.all([1, 2, 3, 4].map(() => readPausing(t!, 1500)));
+    const finished = answers.filter((answer) => answer.status === 200);
+    expect(finished.length).toBeGreaterThanOrEqual(1);
+    for (const answer of finished) {
+      expect(answer.complete).toBe(true);
+      expect(answer.text).toContain('"end":true');
+    }
+    for (const answer of answers.filter((a) => a.status !== 200)) {
+      expect(answer.status).toBe(503);
+      expect(JSON.parse(answer.text)).toMatchObject({ error: { code: 'unavailable', message: expect.stringMatching(/snapshot/) } });
+    }
+  });
+
+  it('takes a snapshot below the smallest budget whole; one above it is refused saying so', async () => {
+    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(1024 * 1024) });
+    await fill(t, 1500, 'a', 400);
+    const fits = await snapshotLines(t);
+    expect(fits.trailer).toMatchObject({ end: true, count: 1500 });
+    await fill(t, 3000, 'b');
+    const refused = await t.http.get('/v1/snapshot');
+    expect(refused.status).toBe(503);
+    expect(refused.body.error.message).toMatch(/needs more spool space than STATELOG_SPOOL_MAX_BYTES allows \(1048576 bytes\)/);
+  });
+
+  it('answers 503 for a spool folder that is gone, and fails /readyz until it is back', async () => {
+    const spoolDir = join(tempDir(), 'spool');
+    t = await startApp({ STATELOG_SPOOL_DIR: spoolDir });
+    await t.http.put('/v1/keys/a').set(json).send({ value: 1 }).expect(200);
+    rmSync(spoolDir, { recursive: true });
+    const refused = await t.http.get('/v1/snapshot');
+    expect(refused.status).toBe(503);
+    expect(refused.headers['retry-after']).toBeDefined();
+    expect(refused.body).toMatchObject({ error: { code: 'unavailable', reason: 'spool', message: expect.stringContaining(spoolDir) } });
+    const ready = await t.http.get('/readyz');
+    expect(ready.status).toBe(503);
+    expect(ready.body.error.reason).toBe('spool');
+    mkdirSync(spoolDir);
+    expect((await t.http.get('/readyz')).status).toBe(200);
+    expect((await snapshotLines(t)).trailer).toMatchObject({ end: true, count: 1 });
   });
 
   describe('past the start, with a budget of 8 MiB for a snapshot of some 18 MiB', () => {

@@ -18,9 +18,9 @@ beforeAll(() => {
 afterAll(() => rmSync(ca.dir, { recursive: true, force: true }));
 
 /** The certificate a new TLS connection to the port is served. */
-function servedCertificate(port: number): Promise<PeerCertificate> {
+function servedCertificate(port: number, verify = true): Promise<PeerCertificate> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port, ca: ca.ca }, () => {
+    const socket = connect({ host: '127.0.0.1', port, ca: ca.ca, rejectUnauthorized: verify }, () => {
       resolve(socket.getPeerCertificate());
       socket.end();
     });
@@ -157,6 +157,31 @@ describe('HTTPS in the server process', () => {
     await idleClosed;
     expect(await stopped).toEqual({ code: 0, signal: null });
     await agent.close();
+  });
+
+  it('serves a certificate out of its dates, saying so at warn with the dates at start and on SIGHUP; /readyz stays 200', async () => {
+    const expired = ca.issueBetween('expired', '20200101000000Z', '20200102000000Z');
+    const early = ca.issueBetween('early', '20990101000000Z', '20990102000000Z');
+    const live = { certPath: `${ca.dir}/dated.pem`, keyPath: `${ca.dir}/dated.key` };
+    copyFileSync(expired.certPath, live.certPath);
+    copyFileSync(expired.keyPath, live.keyPath);
+    server = await startServer({ STATELOG_DB: `${ca.dir}/dated.db`, STATELOG_TLS_CERT: live.certPath, STATELOG_TLS_KEY: live.keyPath });
+    const warned = (problem: RegExp) => server!.logs().find((line) => line.level === 40 && problem.test(String(line.msg)));
+    await waitFor(() => warned(/has expired/) !== undefined);
+    expect(warned(/has expired/)).toMatchObject({ cert: live.certPath, validFrom: '2020-01-01T00:00:00.000Z', validTo: '2020-01-02T00:00:00.000Z' });
+    const agent = new Agent({ connect: { ca: ca.ca, rejectUnauthorized: false } });
+    try {
+      expect((await request(`https://127.0.0.1:${server.port}/readyz`, { dispatcher: agent })).statusCode).toBe(200);
+      copyFileSync(early.certPath, live.certPath);
+      copyFileSync(early.keyPath, live.keyPath);
+      server.proc.kill('SIGHUP');
+      await waitFor(() => warned(/not valid yet/) !== undefined);
+      expect(warned(/not valid yet/)).toMatchObject({ validFrom: '2099-01-01T00:00:00.000Z', validTo: '2099-01-02T00:00:00.000Z' });
+      expect((await servedCertificate(server.port, false)).serialNumber).toBe(early.serial);
+      expect((await request(`https://127.0.0.1:${server.port}/readyz`, { dispatcher: agent })).statusCode).toBe(200);
+    } finally {
+      await agent.close();
+    }
   });
 
   it('refuses to start with one line when the key does not match the certificate', async () => {

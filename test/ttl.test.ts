@@ -103,10 +103,78 @@ describe('TTL', () => {
     do {
       await new Promise((resolve) => setTimeout(resolve, 50));
       stats = (await app.http.get('/v1/stats')).body;
-    } while (stats.liveKeys > 0 && Date.now() < deadline);
-    expect(stats).toMatchObject({ liveKeys: 0, tombstones: 30, head: 60 });
+    } while (stats.liveKeys + stats.expiredKeys > 0 && Date.now() < deadline);
+    expect(stats).toMatchObject({ liveKeys: 0, expiredKeys: 0, tombstones: 30, head: 60 });
+  });
+
+  it('a backlog of due keys is deleted in steps that grow with it, not 25 at a time', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    for (let at = 0; at < 3000; at += 1000) {
+      const records = Array.from({ length: 1000 }, (_, i) => ({ key: `k${at + i}`, value: i, ttlMs: 100 }));
+      await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 0, expiredKeys: 3000 });
+    expect(await app.app.expirer.run()).toBe(3000);
+    // 25, 100, 400, then 1000 a step: 3000 keys in 6 steps, where 25 a step took 121.
+    expect(app.app.expirer.steps).toBeLessThanOrEqual(6);
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 0, expiredKeys: 0, tombstones: 3000 });
+  });
+
+  it('the expiry travels with the key: listings, snapshot lines, stream snapshots and changes carry it; liveKeys agrees with GET', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    await put(app, 'forever', { value: 1 });
+    await put(app, 'session', { value: { user: 1 }, ttlMs: 700 });
+    const expiresAt = (await app.http.get('/v1/keys/session')).body.expiresAt as number;
+    const listed = (await app.http.get('/v1/keys')).body.items;
+    expect(listed).toEqual([
+      { key: 'forever', value: 1, offset: 1, ts: expect.any(Number) },
+      { key: 'session', value: { user: 1 }, offset: 2, ts: expect.any(Number), expiresAt },
+    ]);
+    const changes = (await app.http.get('/v1/changes?after=0')).body.records;
+    expect(changes.map((r: { expiresAt?: number }) => r.expiresAt)).toEqual([undefined, expiresAt]);
+    const snapshotLines = () =>
+      app.http.get('/v1/snapshot').then((res) => res.text.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>));
+    expect((await snapshotLines())[1]).toEqual({ key: 'session', value: { user: 1 }, offset: 2, ts: expect.any(Number), expiresAt });
+    const stream = await readStreamSnapshot(app);
+    expect(stream).toContainEqual({ offset: 2, key: 'session', op: 'set', value: { user: 1 }, ts: expect.any(Number), expiresAt });
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 2, expiredKeys: 0 });
+
+    await sleepUntil(expiresAt);
+    // Past the expiry, before the tombstone: everything that counts keys says what GET says.
+    expect((await app.http.get('/v1/keys/session')).status).toBe(404);
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 1, expiredKeys: 1, tombstones: 0, dirtyRatio: 0 });
+    // The snapshot is the log's state at its offset: the line stays, its expiry in the past.
+    expect((await snapshotLines())[1]).toMatchObject({ key: 'session', expiresAt });
+    // A set superseded by a later record no longer carries the expiry.
+    await put(app, 'session', { value: 2 });
+    const after = (await app.http.get('/v1/changes?after=0')).body.records;
+    expect(after.map((r: { expiresAt?: number }) => r.expiresAt)).toEqual([undefined, undefined, undefined]);
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 2, expiredKeys: 0 });
   });
 });
+
+/** The records of a change stream's snapshot phase, read until its snapshot-end. */
+async function readStreamSnapshot(app: TestApp): Promise<Record<string, unknown>[]> {
+  const port = (app.app.server.address() as { port: number }).port;
+  const res = await fetch(`http://127.0.0.1:${port}/v1/changes/stream?snapshot=true`);
+  const records: Record<string, unknown>[] = [];
+  let text = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body!) {
+    text += decoder.decode(chunk as Uint8Array, { stream: true });
+    if (text.includes('event: snapshot-end')) break;
+  }
+  await res.body!.cancel().catch(() => {});
+  for (const block of text.split('\n\n')) {
+    if (!block.includes('event: record')) continue;
+    const data = block.split('\n').find((line) => line.startsWith('data: '))!;
+    records.push(JSON.parse(data.slice(6)) as Record<string, unknown>);
+  }
+  return records;
+}
 
 describe('TTL through the client', () => {
   it('put and batch take ttlMs; get gives expiresAt, then null once expired', async () => {

@@ -3,19 +3,18 @@
 import { ApiError, type ErrorCode, type ErrorDetails } from './errors.js';
 import type { Answer, StoredEntry, StoredRecord, WriteFailure } from '../store/log-store.js';
 
+/** A value's expiry as it ends an entry or a record: everywhere a key's state travels, it carries it. */
+const expiryJson = (expiresAt: number | null | undefined): string => (expiresAt == null ? '' : `,"expiresAt":${expiresAt}`);
+
+/** A live key's entry (GET, listings, snapshot lines): with its expiry when it has one. */
 export function entryJson(entry: StoredEntry): string {
-  return `{"key":${JSON.stringify(entry.key)},"value":${entry.value},"offset":${entry.offset},"ts":${entry.ts}}`;
+  return `{"key":${JSON.stringify(entry.key)},"value":${entry.value},"offset":${entry.offset},"ts":${entry.ts}${expiryJson(entry.expiresAt)}}`;
 }
 
-/** A single key's entry (GET): with its expiry when it has one. */
-export function keyEntryJson(entry: StoredEntry): string {
-  const expiry = entry.expiresAt == null ? '' : `,"expiresAt":${entry.expiresAt}`;
-  return `{"key":${JSON.stringify(entry.key)},"value":${entry.value},"offset":${entry.offset},"ts":${entry.ts}${expiry}}`;
-}
-
+/** A record: a set that is still its key's latest record carries the value's expiry. */
 export function recordJson(record: StoredRecord): string {
   const head = `{"offset":${record.offset},"key":${JSON.stringify(record.key)},"op":"${record.op}"`;
-  return record.value === null ? `${head},"ts":${record.ts}}` : `${head},"value":${record.value},"ts":${record.ts}}`;
+  return record.value === null ? `${head},"ts":${record.ts}}` : `${head},"value":${record.value},"ts":${record.ts}${expiryJson(record.expiresAt)}}`;
 }
 
 export function jsonAnswer(status: number, body: unknown, headers: Record<string, string> = {}): Answer {

@@ -22,15 +22,10 @@ const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((statu
 
 export const KeyParams = Type.Object({ key: Type.String() });
 
-export const Entry = Type.Object({ key: Type.String(), value: JsonValue, offset: Offset, ts: Type.Integer() });
-/** GET's entry: with `expiresAt` (ms since the epoch) when the value has a time to live. */
-export const KeyEntry = Type.Object({
-  key: Type.String(),
-  value: JsonValue,
-  offset: Offset,
-  ts: Type.Integer(),
-  expiresAt: Type.Optional(Type.Integer()),
-});
+/** When a value expires (ms since the epoch), on every entry and record of a value that has one. */
+const ExpiresAt = Type.Optional(Type.Integer({ description: 'ms since the epoch; from then on the key counts as absent' }));
+/** A live key, as GET, listings and snapshot lines give it: with `expiresAt` when the value has a time to live. */
+export const Entry = Type.Object({ key: Type.String(), value: JsonValue, offset: Offset, ts: Type.Integer(), expiresAt: ExpiresAt });
 export const Written = Type.Object({ key: Type.String(), offset: Offset });
 
 // --- keys ---
@@ -58,7 +53,7 @@ export const putKeySchema = {
 
 export const getKeySchema = {
   params: KeyParams,
-  response: { 200: KeyEntry, 304: Type.Unknown({ description: 'no body' }), ...errors(400, 401, 403, 404, 503) },
+  response: { 200: Entry, 304: Type.Unknown({ description: 'no body' }), ...errors(400, 401, 403, 404, 503) },
 };
 
 export const deleteKeySchema = {
@@ -136,6 +131,7 @@ export const LogRecord = Type.Object({
   op: Type.Union([Type.Literal('set'), Type.Literal('delete')]),
   value: Type.Optional(JsonValue),
   ts: Type.Integer(),
+  expiresAt: ExpiresAt,
 });
 
 export const keyHistorySchema = {
@@ -231,6 +227,7 @@ export const statsSchema = {
       head: Offset,
       records: Type.Integer(),
       liveKeys: Type.Integer(),
+      expiredKeys: Type.Integer(),
       tombstones: Type.Integer(),
       dirtyRatio: Type.Number(),
       horizon: Offset,
@@ -238,6 +235,8 @@ export const statsSchema = {
       digest: Type.String({ pattern: '^[0-9a-f]{16}$' }),
       digestOffset: Offset,
       lastCompaction: Type.Union([LastCompaction, Type.Null()]),
+      maxValueBytes: Type.Integer(),
+      maxBatchBytes: Type.Integer(),
     }),
     ...errors(401, 403, 503),
   },

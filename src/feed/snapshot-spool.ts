@@ -11,10 +11,11 @@
 // the reader takes memory first, then the file.
 //
 // The answer starts once the first START_BYTES are spooled (or all of it, if less), and
-// the reader then follows the spooling. A snapshot that fits in START_BYTES is refused
-// with 503 before any byte when the spool budget or the disk has no room; a larger one
-// that fails later (budget, disk, database, shutdown) is cut short without its last line,
-// which is how every reader tells an incomplete snapshot.
+// the reader then follows the spooling; while older spools run, a spool answers only once
+// it is whole (SpoolBudget gives room to the oldest first). A snapshot is refused with 503
+// before any byte when the spool budget, the disk or the folder has no room for it before
+// its answer starts; one that fails later (budget, disk, database, shutdown) is cut short
+// without its last line, which is how every reader tells an incomplete snapshot.
 import { randomUUID } from 'node:crypto';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -75,9 +76,28 @@ export interface SpoolOptions {
   digest?: { whole: boolean };
 }
 
-/** The bytes that all spools may take on disk together. */
+/** A spool as its budget sees it. */
+interface BudgetHolder {
+  /** Bytes it holds in the budget. */
+  readonly heldBytes: number;
+  /** Whether its answer has started (it can no longer be refused cleanly, only cut). */
+  readonly answering: boolean;
+  /** Stops it with `err`, giving back what it holds at once. */
+  evict(err: ApiError): void;
+}
+
+/**
+ * The bytes that all spools may take on disk together, given to the oldest first: a
+ * spool that needs room takes it back from younger ones whose answer has not started
+ * (they are refused with 503 before any byte), and a spool whose answer starts before
+ * its spooling ends is the oldest one, so a snapshot within the budget always finishes.
+ */
 export class SpoolBudget {
   private used = 0;
+  /** Spools holding bytes or still spooling, oldest first (a Set keeps insertion order). */
+  private readonly holders = new Set<BudgetHolder>();
+  /** The spool folder's fault (read-only, removed...), while it stands: readiness fails. */
+  folderFault: string | null = null;
 
   constructor(readonly maxBytes: number) {}
 
@@ -85,20 +105,78 @@ export class SpoolBudget {
     return this.used;
   }
 
-  take(bytes: number): boolean {
-    if (this.used + bytes > this.maxBytes) return false;
+  join(holder: BudgetHolder): void {
+    this.holders.add(holder);
+  }
+
+  leave(holder: BudgetHolder): void {
+    this.holders.delete(holder);
+  }
+
+  /** Whether no spool older than `holder` holds bytes or spools. */
+  isOldest(holder: BudgetHolder): boolean {
+    return this.holders.values().next().value === holder;
+  }
+
+  /** Takes `bytes` for `holder`, from younger spools not yet answering if need be; else throws 503. */
+  take(bytes: number, holder: BudgetHolder): void {
+    if (this.used + bytes > this.maxBytes) this.reclaim(bytes, holder);
+    if (this.used + bytes > this.maxBytes) {
+      throw databaseUnavailable(
+        holder.heldBytes + bytes > this.maxBytes
+          ? `the snapshot needs more spool space than STATELOG_SPOOL_MAX_BYTES allows (${this.maxBytes} bytes): raise it, or take the snapshot by prefix`
+          : `other snapshots being served hold ${this.used - holder.heldBytes} of the ${this.maxBytes} bytes of spool space (STATELOG_SPOOL_MAX_BYTES); retry later`,
+      );
+    }
     this.used += bytes;
-    return true;
   }
 
   give(bytes: number): void {
     this.used -= bytes;
+  }
+
+  /** Refuses the youngest spools that have not answered yet, until `bytes` fit or none is left. */
+  private reclaim(bytes: number, holder: BudgetHolder): void {
+    const younger = [...this.holders];
+    younger.splice(0, younger.indexOf(holder) + 1);
+    for (const other of younger.reverse()) {
+      if (this.used + bytes <= this.maxBytes) return;
+      if (other.answering || other.heldBytes === 0) continue;
+      other.evict(
+        databaseUnavailable(`an older snapshot needs the spool space (STATELOG_SPOOL_MAX_BYTES, ${this.maxBytes} bytes); retry later`),
+      );
+    }
   }
 }
 
 function isNoSpace(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG';
+}
+
+/** Errors of the spool folder itself (read-only, removed, not permitted): 503, and readiness fails. */
+const FOLDER_FAULTS = new Set(['EROFS', 'ENOENT', 'ENOTDIR', 'EACCES', 'EPERM']);
+
+function folderFault(err: unknown, dir: string): ApiError | null {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !FOLDER_FAULTS.has(code)) return null;
+  return databaseUnavailable(`cannot write snapshot spool files in ${dir} (${code}): check STATELOG_SPOOL_DIR`, { reason: 'spool' });
+}
+
+/**
+ * Throws 503 while the spool folder's fault stands, which readiness asks once one was
+ * seen: a spool file made and removed again clears it.
+ */
+export async function checkSpoolFolder(dir: string, budget: SpoolBudget): Promise<void> {
+  if (budget.folderFault === null) return;
+  const path = join(dir, `.statelog-spool-${randomUUID()}`);
+  try {
+    await (await open(path, 'w', 0o600)).close();
+    await unlink(path);
+    budget.folderFault = null;
+  } catch (err) {
+    throw folderFault(err, dir) ?? err;
+  }
 }
 
 /**
@@ -118,9 +196,12 @@ export async function spoolSnapshot(
   let file: FileHandle;
   try {
     file = await open(path, 'w+', 0o600);
+    budget.folderFault = null;
   } catch (err) {
     reader.close();
-    throw isNoSpace(err) ? noSpace() : err;
+    const fault = folderFault(err, dir);
+    if (fault) budget.folderFault = fault.message;
+    throw isNoSpace(err) ? noSpace() : (fault ?? err);
   }
   const spooled = new Spooled(reader, shape, file, budget, options);
   spooled.spool(path);
@@ -135,7 +216,7 @@ export async function spoolSnapshot(
 
 const noSpace = (): ApiError => databaseUnavailable('no disk space to spool the snapshot; retry later');
 
-class Spooled implements SpooledSnapshot {
+class Spooled implements SpooledSnapshot, BudgetHolder {
   readonly offset: number;
   readonly epoch: string;
   readonly digest: bigint;
@@ -145,6 +226,8 @@ class Spooled implements SpooledSnapshot {
   /** Bytes in the file, and taken from the budget (a write in flight included). */
   private written = 0;
   private taken = 0;
+  /** Whether the answer has started (`started` resolved). */
+  answering = false;
   private done = false;
   private failure: { err: unknown } | null = null;
   /** Whether the spooling still runs (the file is closed only once it has stopped). */
@@ -176,6 +259,18 @@ class Spooled implements SpooledSnapshot {
     this.digest = reader.digest;
     this.spooledDigest = options.digest ? new SnapshotDigest(reader, options.digest.whole) : null;
     this.started = new Promise((resolve, reject) => (this.onStart = { resolve, reject }));
+    budget.join(this);
+  }
+
+  get heldBytes(): number {
+    return this.taken;
+  }
+
+  evict(err: ApiError): void {
+    this.failure ??= { err };
+    this.budget.give(this.taken);
+    this.taken = 0;
+    this.moved();
   }
 
   digestHex(): string {
@@ -317,6 +412,7 @@ class Spooled implements SpooledSnapshot {
 
   private check(): void {
     if (this.closed) throw new Error('the snapshot is closed');
+    if (this.failure) throw this.failure.err;
     if (this.options.signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
   }
 
@@ -342,11 +438,9 @@ class Spooled implements SpooledSnapshot {
 
   /** Appends `chunk` to the file, within the budget. */
   private async write(chunk: Uint8Array): Promise<void> {
-    if (!this.budget.take(chunk.length)) {
-      throw databaseUnavailable(
-        `snapshots being served already take the disk space they may (STATELOG_SPOOL_MAX_BYTES, ${this.budget.maxBytes} bytes); retry later`,
-      );
-    }
+    // Refused meanwhile to make room for an older spool: take nothing more.
+    if (this.failure) throw this.failure.err;
+    this.budget.take(chunk.length, this);
     this.taken += chunk.length;
     let at = 0;
     while (at < chunk.length) {
@@ -360,21 +454,29 @@ class Spooled implements SpooledSnapshot {
   /** Wakes the reader waiting for the spool, and starts the answer once it may. */
   private moved(): void {
     if (this.failure) this.onStart.reject(this.failure.err);
-    else if (this.answerMayStart()) this.onStart.resolve();
+    else if (this.answerMayStart()) {
+      this.answering = true;
+      this.onStart.resolve();
+    }
     const waiting = this.waiting;
     this.waiting = null;
     waiting?.();
   }
 
-  /** Whether the answer may start (see above); chunks may be held in memory from then on. */
+  /**
+   * Whether the answer may start (see above); chunks may be held in memory from then on.
+   * Before its spooling ends, only the oldest spool starts: a younger one may yet be
+   * refused to give it room, and is then refused before any byte.
+   */
   private answerMayStart(): boolean {
-    return this.done || this.written >= START_BYTES;
+    return this.answering || this.done || (this.written >= START_BYTES && this.budget.isOldest(this));
   }
 
   private release(): void {
     if (!this.closed || this.spooling) return;
     this.budget.give(this.taken);
     this.taken = 0;
+    this.budget.leave(this);
     this.held = [];
     this.spare = [];
     // A read in flight fails on the closed handle; the stream is being torn down then.

@@ -1,9 +1,58 @@
 // At most STATELOG_MAX_WATCHERS long polls and change streams wait at once: each holds
-// a connection, a wake-up on every commit and a read of the log after it.
+// a connection, a wake-up on every commit and a read of the log after it. One client
+// (its token, when tokens are set, and its address, each counted apart) may hold at
+// most three quarters of them, so that a reader that opens streams without end cannot
+// leave the others none.
+import { createHash } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import { ApiError } from '../contract/errors.js';
 import { Slots } from './slots.js';
 
+/** A client's largest share of `max` slots: three quarters, at least one. */
+export const watcherShare = (max: number): number => Math.max(1, Math.ceil((max * 3) / 4));
+
 export class WatcherSlots extends Slots {
+  readonly share: number;
+  private readonly held = new Map<string, number>();
+
   constructor(max: number) {
     super(max, 'long polls and change streams are already open');
+    this.share = watcherShare(max);
   }
+
+  /** Takes a slot for the client that sent `req`, or throws 429 (its share, or all slots, taken). */
+  acquireFor(req: FastifyRequest): () => void {
+    const owners = clientsOf(req);
+    for (const owner of owners) {
+      if ((this.held.get(owner) ?? 0) >= this.share) {
+        throw new ApiError(
+          'too_many_requests',
+          `this client already holds ${this.share} long polls and change streams, its share of STATELOG_MAX_WATCHERS; close one or retry in a moment`,
+          { limit: this.share },
+          { 'retry-after': '1' },
+        );
+      }
+    }
+    const release = this.acquire();
+    for (const owner of owners) this.held.set(owner, (this.held.get(owner) ?? 0) + 1);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      release();
+      for (const owner of owners) {
+        const left = this.held.get(owner)! - 1;
+        if (left === 0) this.held.delete(owner);
+        else this.held.set(owner, left);
+      }
+    };
+  }
+}
+
+/** Who holds a slot: the client's address, and its bearer token (hashed, never kept) if it sent one. */
+function clientsOf(req: FastifyRequest): string[] {
+  const owners = [`address ${req.ip}`];
+  const authorization = req.headers.authorization;
+  if (authorization?.startsWith('Bearer ')) owners.push(`token ${createHash('sha256').update(authorization.slice(7)).digest('base64url')}`);
+  return owners;
 }

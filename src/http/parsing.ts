@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import secureJson from 'secure-json-parse';
 import { ApiError } from '../contract/errors.js';
-import { keepExactNumbers } from '../writes/exact-numbers.js';
+import { checkExactBodySize, keepExactNumbers } from '../writes/exact-numbers.js';
 import { decodedBody } from './content-encoding.js';
 import type { AppServices } from '../services.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
@@ -30,6 +30,11 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
   if (!isUtf8(body)) return done(new ApiError('invalid_json', 'the body is not valid UTF-8'));
   let parsed: unknown;
   const text = body.toString('utf8');
+  try {
+    checkExactBodySize(text, body.length);
+  } catch (err) {
+    return done(err as Error);
+  }
   try {
     parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (err) {

@@ -70,7 +70,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
         .send(sseRetry(RETRY_MS) + sseComment('statelog change stream') + sseEvent('reset', JSON.stringify(body)));
     }
 
-    const release = watchers.acquire();
+    const release = watchers.acquireFor(req);
     const opening = withSnapshot ? openSnapshot(options.slots, store, filter, lifecycle.shutdown) : null;
     const snapshot = await opening?.catch((err: unknown) => {
       release();

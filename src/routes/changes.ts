@@ -37,7 +37,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     // Waits only at the head: a filtered read that stopped at its scan bound answers at
     // once with the position it reached, and the reader continues from there.
     if (page.records.length === 0 && page.next >= page.head && wait > 0) {
-      const release = watchers.acquire();
+      const release = watchers.acquireFor(req);
       const lifetime = requestLifetime(reply, lifecycle.shutdown);
       const waiter = new RepeatedWaiter(notifier, lifetime.signal);
       const closed = metrics.openStream('long_poll', req.raw);

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError } from '../contract/errors.js';
 import { checkKey } from '../contract/key-rules.js';
 import { etag, notModified, writeCondition } from '../http/preconditions.js';
-import { entryJson, failureAnswer, keyEntryJson, jsonAnswer, recordJson } from '../contract/render.js';
+import { entryJson, failureAnswer, jsonAnswer, recordJson } from '../contract/render.js';
 import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
 import { listFiltered } from '../feed/scoped-reads.js';
 import { requestFilter } from '../http/scope.js';
@@ -54,7 +54,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       reply.header('etag', etag(entry.offset));
       // No payload at all: a 304 carries neither a body nor a Content-Length of one.
       if (notModified(req.headers['if-none-match'], entry.offset)) reply.code(304).send();
-      else sendJsonText(reply, keyEntryJson(entry));
+      else sendJsonText(reply, entryJson(entry));
     });
   });
 

@@ -5,9 +5,14 @@ import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Sta
 import type { AppServices } from '../services.js';
 import { dirtyRatio } from '../store/log-store.js';
 import { isStoreFull } from '../store/unavailable.js';
+import { batchBodyLimit } from './records.js';
+import { checkSpoolFolder } from '../feed/snapshot-spool.js';
+import type { SpoolSettings } from '../feed/snapshot-slots.js';
 
 export interface OperationsOptions {
   services: AppServices;
+  /** The snapshots' spool folder: readiness fails while it cannot be written. */
+  spool: SpoolSettings;
   /** The last compaction run's summary, or null if none ran since start. */
   lastCompaction: () => Static<typeof LastCompaction> | null;
 }
@@ -22,6 +27,9 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       digestOffset: counters.head,
       dirtyRatio: dirtyRatio(counters),
       lastCompaction: options.lastCompaction(),
+      // What a client must know to send only what this server accepts (a restore checks it first).
+      maxValueBytes: options.services.config.maxValueBytes,
+      maxBatchBytes: batchBodyLimit(options.services.config.maxValueBytes),
     };
   });
 
@@ -41,6 +49,7 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       }
       throw databaseUnavailable('the database is not usable', { reason: 'unavailable' });
     }
+    await checkSpoolFolder(options.spool.dir, options.spool.budget);
     return { status: 'ready' };
   });
 

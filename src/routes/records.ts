@@ -51,10 +51,12 @@ function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: numb
   return op;
 }
 
+/** The largest `POST /v1/records` body: several values of the largest size, within reason. */
+export const batchBodyLimit = (maxValueBytes: number): number => Math.min(8 * maxValueBytes, 1024 * 1024 * 1024) + 64 * 1024;
+
 export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
   const { batcher, config } = services;
-  // A batch may carry several values of the largest size, within reason.
-  const bodyLimit = Math.min(8 * config.maxValueBytes, 1024 * 1024 * 1024) + 64 * 1024;
+  const bodyLimit = batchBodyLimit(config.maxValueBytes);
 
   // Each item's key is checked against the token's prefixes (http/scope.ts) before this runs.
   app.post('/v1/records', { schema: postRecordsSchema, config: { scope: 'batch' }, bodyLimit }, async (req, reply) => {

@@ -24,6 +24,8 @@ export interface StoredRecord {
   /** JSON text of the value; null for a delete marker. */
   value: string | null;
   ts: number;
+  /** A set's expiry while it is its key's latest record (ms since the epoch); absent or null: none. */
+  expiresAt?: number | null;
 }
 
 export interface Condition {
@@ -95,12 +97,35 @@ export interface StoreCounters {
   horizon: number;
   /** Records in the log, superseded ones included. */
   records: number;
+  /** Keys with a value live now: a value past its expiry is not counted, as GET answers 404 for it. */
   liveKeys: number;
+  /** Keys whose value is past its expiry while its tombstone is not in the log yet. */
+  expiredKeys: number;
   /** Keys whose latest record is a delete marker still kept in the log. */
   tombstones: number;
   dbBytes: number;
   /** The state digest at `head` (read with it), 16 hex digits: see src/contract/digest.ts. */
   digest: string;
+}
+
+/** The counters as the meta row keeps them, beside the keys past their expiry counted now. */
+export interface CountedMeta {
+  head: number;
+  horizon: number;
+  records: number;
+  /** Keys whose latest record is a set, expired or not. */
+  liveKeys: number;
+  /** Rows in state: live keys and kept delete markers. */
+  stateKeys: number;
+  expiredKeys: number;
+  dbBytes: number;
+  digest: string;
+}
+
+/** StoreCounters from the meta row: a value past its expiry counts apart from the live ones. */
+export function countersOf(meta: CountedMeta): StoreCounters {
+  const { head, horizon, records, liveKeys, stateKeys, expiredKeys, dbBytes, digest } = meta;
+  return { head, horizon, records, liveKeys: liveKeys - expiredKeys, expiredKeys, tombstones: stateKeys - liveKeys, dbBytes, digest };
 }
 
 /** A key whose value is past its expiry, and the offset of that value's record. */
@@ -111,7 +136,7 @@ export interface DueExpiry {
 
 /** Superseded records / all records: the share of the log that compaction would remove. */
 export function dirtyRatio(counters: StoreCounters): number {
-  const superseded = counters.records - counters.liveKeys - counters.tombstones;
+  const superseded = counters.records - counters.liveKeys - counters.expiredKeys - counters.tombstones;
   return counters.records === 0 ? 0 : superseded / counters.records;
 }
 

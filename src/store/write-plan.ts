@@ -6,6 +6,7 @@
 // remember and the changes of the counters. The store then writes the plan as it is;
 // a refused request leaves nothing in it, so a refusal never touches its neighbours.
 import { termOf, type DigestSum, type Term } from '../contract/digest.js';
+import { isExpired } from '../contract/expiry.js';
 import type { AppliedOp, Answer, WriteFailure, WriteOp, WriteRequest, WriteResult } from './log-store.js';
 
 /**
@@ -25,7 +26,7 @@ export interface KeyState {
  * reads and conditions at once, before the expirer's tombstone is in the log.
  */
 export function liveAt(state: KeyState | undefined | null, now: number): boolean {
-  return state !== undefined && state !== null && state.live && !(state.expiresAt != null && state.expiresAt <= now);
+  return state !== undefined && state !== null && state.live && !isExpired(state.expiresAt, now);
 }
 
 export interface RememberedAnswer {

@@ -8,10 +8,17 @@ import type { Answer, LogStore } from '../store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
 
 /**
- * Keys deleted per step. Each step is one group of small deletes awaited before the
- * next, so a mass expiry shares the batcher with other writers instead of flooding it.
+ * Keys deleted by a run's first step. Each step's deletes are submitted together, so they
+ * ride the same group commit as the writes of that turn, and awaited before the next.
  */
 export const EXPIRY_BATCH = 25;
+/**
+ * A full step means a backlog: the next one is EXPIRY_GROWTH times larger, up to
+ * MAX_EXPIRY_BATCH, so the expirer keeps up with any ingest while one group of its
+ * deletes stays short beside the writes that share it.
+ */
+export const MAX_EXPIRY_BATCH = 1000;
+const EXPIRY_GROWTH = 4;
 
 const ANSWER: Answer = { status: 200, headers: {}, body: '' };
 
@@ -30,6 +37,8 @@ export class Expirer {
   private stopped = false;
   /** Tombstones this process wrote. */
   expired = 0;
+  /** Steps run (reads of due keys), for tests and benchmarks. */
+  steps = 0;
 
   constructor(private readonly options: ExpirerOptions) {}
 
@@ -48,10 +57,12 @@ export class Expirer {
 
   /** Deletes every key due now, a batch at a time; returns how many tombstones it wrote. */
   async run(now = Date.now()): Promise<number> {
-    const batch = this.options.batch ?? EXPIRY_BATCH;
+    const first = this.options.batch ?? EXPIRY_BATCH;
+    let batch = first;
     let written = 0;
-    for (;;) {
+    for (;; batch = Math.max(first, Math.min(batch * EXPIRY_GROWTH, MAX_EXPIRY_BATCH))) {
       if (this.stopped) return written;
+      this.steps += 1;
       const due = await this.options.store.dueExpiries(now, batch);
       const results = await Promise.all(
         due.map(({ key, offset }) =>

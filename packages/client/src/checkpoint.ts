@@ -19,6 +19,8 @@ export interface CheckpointData<T> {
    * every key again; the checksum covers it as it covers the offsets.
    */
   digest?: string;
+  /** Each entry's expiry (ms since the epoch; null: none), in the same order. */
+  expiries?: (number | null)[];
 }
 
 export interface LoadedCheckpoint<T> {
@@ -29,6 +31,8 @@ export interface LoadedCheckpoint<T> {
   offsets: Map<string, number> | null;
   /** The saved digest, when the checkpoint has one beside its offsets. */
   digest: bigint | null;
+  /** The expiries of the entries that have one. */
+  expiries: Map<string, number>;
 }
 
 const digest = (bytes: string | Uint8Array) => createHash('sha256').update(bytes).digest('hex');
@@ -77,11 +81,15 @@ export async function loadCheckpoint<T>(file: string, prefix: string, warn: (mes
   const state = new Map<string, T>();
   const saved = data.offsets?.length === entries.length ? data.offsets : null;
   const offsets = saved ? new Map<string, number>() : null;
+  const expiries = new Map<string, number>();
+  const savedExpiries = data.expiries?.length === entries.length ? data.expiries : null;
   for (let i = 0; i < entries.length; i++) {
     const [key, value] = entries[i]!;
     state.set(key, value);
     offsets?.set(key, saved![i]!);
+    const expiresAt = savedExpiries?.[i];
+    if (typeof expiresAt === 'number') expiries.set(key, expiresAt);
   }
   const savedDigest = offsets && typeof data.digest === 'string' && /^[0-9a-f]{16}$/.test(data.digest) ? BigInt(`0x${data.digest}`) : null;
-  return { offset: data.offset, epoch: data.epoch, state, offsets, digest: savedDigest };
+  return { offset: data.offset, epoch: data.epoch, state, offsets, digest: savedDigest, expiries };
 }

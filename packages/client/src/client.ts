@@ -94,6 +94,8 @@ export interface SnapshotOf<Item> extends AsyncIterable<Item> {
   epoch: string;
   /** Entries read so far; the trailer's count once the iteration has ended. */
   count: number;
+  /** The trailer's digest of the entries sent, once the iteration has ended. */
+  digest?: string;
 }
 
 export type Snapshot<T = unknown> = SnapshotOf<Entry<T>>;
@@ -317,10 +319,10 @@ export class StatelogClient {
       epoch,
       count: 0,
       async *[Symbol.asyncIterator]() {
-        let trailer: { end: true; offset: number; count: number } | null = null;
+        let trailer: { end: true; offset: number; count: number; digest?: string } | null = null;
         try {
           for await (const line of ndjsonLines(body)) {
-            const parsed = JSON.parse(line) as Entry | { end: true; offset: number; count: number };
+            const parsed = JSON.parse(line) as Entry | { end: true; offset: number; count: number; digest?: string };
             if ('end' in parsed) {
               trailer = parsed;
               break;
@@ -337,6 +339,7 @@ export class StatelogClient {
         if (trailer.count !== snapshot.count || trailer.offset !== offset) {
           throw new CutStreamError(`the snapshot trailer says ${trailer.count} keys at ${trailer.offset}, read ${snapshot.count}`);
         }
+        if (trailer.digest !== undefined) snapshot.digest = trailer.digest;
       },
     };
     return snapshot;

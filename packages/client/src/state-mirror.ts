@@ -6,8 +6,12 @@
 // when a snapshot was cut midway (what it had of that one is dropped). With a
 // checkpoint file it restarts from disk and reads only the changes since. A token the
 // server refuses (401, 403) stops it: `ready` rejects, and nothing is retried.
+// A key with a time to live is dropped from view at its expiresAt, as the server's GET
+// does, without waiting for its delete marker; it stays in the digest until that marker,
+// as in the server's.
 import { EventEmitter } from 'node:events';
 import { digestHex, digestTerm } from '../../../src/contract/digest.js';
+import { isExpired } from '../../../src/contract/expiry.js';
 import { StatelogClient, type ClientOptions, type LogRecord } from './client.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
@@ -49,6 +53,8 @@ export interface StateMirrorEvents<T> {
   ready: [];
   /** A record applied to the state. */
   change: [record: LogRecord<T>];
+  /** A key reached its expiry: from now on get() and the rest leave it out (its delete marker follows as a change). */
+  expire: [key: string];
   /** The state was replaced by a new snapshot, because the server could not serve the mirror's offset. */
   reset: [event: ResetEvent];
   /** The stream is opened again after `delayMs`. */
@@ -91,6 +97,13 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
   /** Snapshots taken (the first one included). */
   snapshots = 0;
   private state = new Map<string, T>();
+  /** The expiry of each key in `state` that has one (expired ones included, until their marker). */
+  private expiries = new Map<string, number>();
+  private expiryTimer: NodeJS.Timeout | undefined;
+  /** When the timer is due (ms since the epoch); Infinity when none is set. */
+  private expiryTimerAt = Infinity;
+  /** Expiries up to this time were announced ('expire'). */
+  private expiriesSwept = Date.now();
   /**
    * Each key's record offset and the digest they make (src/contract/digest.ts), kept as
    * records are applied; null when unknown (a checkpoint saved without offsets).
@@ -137,23 +150,71 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
   }
 
   get(key: string): T | undefined {
-    return this.state.get(key);
+    return this.expired(key, Date.now()) ? undefined : this.state.get(key);
   }
 
   has(key: string): boolean {
-    return this.state.has(key);
+    return this.state.has(key) && !this.expired(key, Date.now());
   }
 
-  entries(): IterableIterator<[string, T]> {
-    return this.state.entries();
+  *entries(): IterableIterator<[string, T]> {
+    const now = Date.now();
+    for (const entry of this.state) if (!this.expired(entry[0], now)) yield entry;
   }
 
-  keys(): IterableIterator<string> {
-    return this.state.keys();
+  *keys(): IterableIterator<string> {
+    for (const [key] of this.entries()) yield key;
   }
 
   get size(): number {
-    return this.state.size;
+    const now = Date.now();
+    let expired = 0;
+    for (const expiresAt of this.expiries.values()) if (isExpired(expiresAt, now)) expired += 1;
+    return this.state.size - expired;
+  }
+
+  /** The key's expiry (ms since the epoch) while it is live and has one. */
+  expiresAt(key: string): number | undefined {
+    return this.has(key) ? this.expiries.get(key) : undefined;
+  }
+
+  private expired(key: string, now: number): boolean {
+    return isExpired(this.expiries.get(key), now);
+  }
+
+  /** Notes a key's expiry (null: none) and makes sure the timer announces it. */
+  private setExpiry(key: string, expiresAt: number | null | undefined): void {
+    if (expiresAt == null) {
+      this.expiries.delete(key);
+      return;
+    }
+    this.expiries.set(key, expiresAt);
+    if (expiresAt > this.expiriesSwept) this.armExpiryTimer(expiresAt);
+  }
+
+  private armExpiryTimer(at: number): void {
+    if (at >= this.expiryTimerAt || this.stop.signal.aborted) return;
+    clearTimeout(this.expiryTimer);
+    this.expiryTimerAt = at;
+    // Timers fire early by up to a millisecond: one more keeps the announcement after the expiry.
+    this.expiryTimer = setTimeout(() => this.sweepExpiries(), Math.max(0, at - Date.now() + 1));
+    this.expiryTimer.unref();
+  }
+
+  /** Announces the keys whose expiry came since the last sweep, and waits for the next one. */
+  private sweepExpiries(): void {
+    const now = Date.now();
+    const since = this.expiriesSwept;
+    this.expiriesSwept = now;
+    this.expiryTimerAt = Infinity;
+    let next = Infinity;
+    const due: string[] = [];
+    for (const [key, expiresAt] of this.expiries) {
+      if (expiresAt > since && expiresAt <= now) due.push(key);
+      else if (expiresAt > now && expiresAt < next) next = expiresAt;
+    }
+    for (const key of due) this.emit('expire', key);
+    if (next !== Infinity) this.armExpiryTimer(next);
   }
 
   /** The log offset the mirror's state corresponds to (-1 before ready). */
@@ -233,6 +294,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
   /** Stops following, and saves the checkpoint one last time. */
   async close(): Promise<void> {
     clearInterval(this.checkpointTimer);
+    clearTimeout(this.expiryTimer);
     this.stop.abort();
     await this.running;
     await this.saveCheckpoint();
@@ -244,6 +306,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
       const saved = await loadCheckpoint<T>(this.options.checkpoint, this.prefix, this.warn);
       if (saved) {
         this.state = saved.state;
+        this.replaceExpiries(saved.expiries);
         this.position = { offset: saved.offset, epoch: saved.epoch };
         this.resetDigest(saved.offsets, saved.offset, saved.digest);
         this.savedOffset = saved.offset;
@@ -253,6 +316,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     /** The snapshot being read, swapped in whole at its end so reads never see half of one. */
     let staging: Map<string, T> | null = null;
     let stagingOffsets: Map<string, number> | null = null;
+    let stagingExpiries: Map<string, number> | null = null;
     let resetReason: string | null = null;
     try {
       const events = this.client.watch<T>({
@@ -273,9 +337,11 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
             if (event.snapshot) {
               staging ??= new Map();
               stagingOffsets ??= new Map();
+              stagingExpiries ??= new Map();
               if (event.record.op === 'set') {
                 staging.set(event.record.key, event.record.value);
                 stagingOffsets.set(event.record.key, event.record.offset);
+                if (event.record.expiresAt !== undefined) stagingExpiries.set(event.record.key, event.record.expiresAt);
               }
             } else {
               this.apply(event.record);
@@ -285,6 +351,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
             if (this.position === null || staging !== null || resetReason !== null) {
               const hadState = this.position !== null;
               this.state = staging ?? new Map();
+              this.replaceExpiries(stagingExpiries ?? new Map());
               this.resetDigest(stagingOffsets ?? new Map(), event.offset);
               if (event.digest !== undefined) this.checkDigest(event.offset, digestHex(this.digestSum), event.digest);
               this.snapshots += 1;
@@ -292,6 +359,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
             }
             staging = null;
             stagingOffsets = null;
+            stagingExpiries = null;
             resetReason = null;
             this.position = { offset: event.offset, epoch: event.epoch };
             this.markReady();
@@ -302,6 +370,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
           case 'reset':
             staging = null;
             stagingOffsets = null;
+            stagingExpiries = null;
             if (event.reason === 'snapshot_cut') {
               this.warn(`${event.error.message}; taking it again`);
             } else {
@@ -325,10 +394,18 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     if (this.position === null || record.offset <= this.position.offset) return; // applied already
     if (record.op === 'set') this.state.set(record.key, record.value);
     else this.state.delete(record.key);
+    this.setExpiry(record.key, record.op === 'set' ? record.expiresAt : null);
     this.applyDigest(record);
     this.position.offset = record.offset;
     this.noteDigest(record.offset);
     this.emit('change', record);
+  }
+
+  /** Takes the expiries of a new state (a snapshot or a checkpoint); those already past are not announced. */
+  private replaceExpiries(expiries: Map<string, number>): void {
+    this.expiries = new Map();
+    this.expiriesSwept = Date.now();
+    for (const [key, expiresAt] of expiries) this.setExpiry(key, expiresAt);
   }
 
   private markReady(): void {
@@ -352,6 +429,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
         prefix: this.prefix,
         entries,
         ...(offsets ? { offsets: entries.map(([key]) => offsets.get(key)!), digest: digestHex(this.digestSum) } : {}),
+        expiries: entries.map(([key]) => this.expiries.get(key) ?? null),
       });
       this.savedOffset = offset;
       this.emit('checkpoint', offset);

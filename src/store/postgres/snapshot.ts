@@ -14,6 +14,7 @@ interface EntryRow {
   value: string;
   seq: number;
   ts: number;
+  expires_at: number | null;
 }
 
 export class PgSnapshot implements SnapshotReader {
@@ -67,7 +68,11 @@ export class PgSnapshot implements SnapshotReader {
       maxChars ?? null,
     ]);
     if (rows.length > 0) this.lastKey = rows[rows.length - 1]!.key;
-    return rows.map((row) => ({ key: row.key, value: row.value, offset: row.seq, ts: row.ts }));
+    return rows.map((row) => {
+      const entry: StoredEntry = { key: row.key, value: row.value, offset: row.seq, ts: row.ts };
+      if (row.expires_at !== null) entry.expiresAt = row.expires_at;
+      return entry;
+    });
   }
 
   async nextJson(shape: SnapshotShape, max: number, maxChars?: number): Promise<string[]> {

@@ -83,7 +83,7 @@ const sizeBounded = (rows: string, order: string, maxBytes: string): string => `
  * bytes; `unexpired` also leaves out the values expired by $6.
  */
 const livePageSql = (unexpired: boolean): string => sizeBounded(
-  `SELECT s.key, l.value, s.seq, l.ts FROM state s JOIN log l ON l.seq = s.seq
+  `SELECT s.key, l.value, s.seq, l.ts, s.expires_at FROM state s JOIN log l ON l.seq = s.seq
     WHERE s.live AND s.key >= $1 AND s.key > $2 AND ($3::text IS NULL OR s.key < $3)
     ${unexpired ? 'AND (s.expires_at IS NULL OR s.expires_at > $6)' : ''}
     ORDER BY s.key LIMIT $4`,
@@ -94,25 +94,28 @@ const livePageSql = (unexpired: boolean): string => sizeBounded(
 /** A page of live keys (LIVE_PAGE_SQL's parameters) and the head, in one snapshot. */
 export const LIST_SQL = `
   WITH m AS (SELECT head FROM meta WHERE id = 1)
-  SELECT m.head, e.key, e.value, e.seq, e.ts, e.taken FROM m LEFT JOIN LATERAL (${livePageSql(true)}
+  SELECT m.head, e.key, e.value, e.seq, e.ts, e.expires_at, e.taken FROM m LEFT JOIN LATERAL (${livePageSql(true)}
   ) e ON true ORDER BY e.key`;
 
 /**
  * A snapshot's next page, read inside its transaction. A snapshot is the log's state at
  * its offset: a value past its expiry is in it until the expirer's tombstone, which
- * the change feed then carries, so a mirror's state and digest follow the log.
+ * the change feed then carries, so a mirror's state and digest follow the log; each
+ * line carries its expiry, so its reader drops it at that time as GET does.
  */
-export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts FROM (${livePageSql(false)}) p ORDER BY key`;
+export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts, expires_at FROM (${livePageSql(false)}) p ORDER BY key`;
 
 /**
  * Records in ($1, $6] with prefix range [$2, $3) and, with $7, exactly key $7, at most $4
  * and, with $5, about $5 bytes (see sizeBounded), with head and horizon, in one snapshot.
  * ($1, $6] is a range of the primary key: a filter that matches little examines at most
- * $6 - $1 rows.
+ * $6 - $1 rows. A set still its key's latest record carries the state row's expiry.
  */
 export const CHANGES_SQL = `
   WITH m AS (SELECT head, horizon FROM meta WHERE id = 1)
-  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken FROM m LEFT JOIN LATERAL (${sizeBounded(
+  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken,
+    (SELECT s.expires_at FROM state s WHERE s.key = r.key AND s.seq = r.seq AND r.op = 'set') AS "expiresAt"
+  FROM m LEFT JOIN LATERAL (${sizeBounded(
     `SELECT seq, key, op, value, ts FROM log
       WHERE seq > $1 AND seq <= $6 AND key >= $2 AND ($3::text IS NULL OR key < $3)
         AND ($7::text IS NULL OR key = $7)
@@ -141,8 +144,13 @@ export const KEY_HISTORY_SQL = `
   )}
   ) r ON true ORDER BY r.seq DESC`;
 
+/**
+ * The counters, with $1 the time at which expired values are counted apart, by the
+ * partial index alone: only live rows have an expiry (a delete clears it).
+ */
 export const COUNTERS_SQL = `
   SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys", digest::text,
+    (SELECT count(*) FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1)::int AS "expiredKeys",
     pg_total_relation_size('log') + pg_total_relation_size('state')
       + pg_total_relation_size('idempotency') + pg_total_relation_size('meta') AS "dbBytes"
   FROM meta WHERE id = 1`;

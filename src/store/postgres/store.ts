@@ -18,8 +18,9 @@ import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { WriteRoom } from '../unavailable.js';
-import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
+import { conditionsOnOwnOffsets, groupKeys, planWrites } from '../write-plan.js';
 import type {
+  CountedMeta,
   ChangesPage,
   ChangesQuery,
   HistoryPage,
@@ -38,10 +39,11 @@ import type {
   CompactionBudget,
   CompactionPolicy,
 } from '../log-store.js';
-import { changesUntil, HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, countersOf, HISTORY_SCAN_RECORDS } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
+import { appendParams, readGroup, writeStatement } from './write-group.js';
 import { PgSnapshot } from './snapshot.js';
 import {
   APPEND_SQL,
@@ -50,10 +52,8 @@ import {
   COUNTERS_SQL,
   DUE_EXPIRIES_SQL,
   GET_SQL,
-  GROUP_READ_SQL,
   KEY_HISTORY_SQL,
   LIST_SQL,
-  Params,
   PROBE_ROWS,
   PROBE_SQL,
   PURGE_SQL,
@@ -82,16 +82,6 @@ export interface PgStoreOptions {
   /** Period of the catch-up read of the head (default 1000). */
   catchUpMs?: number;
   migrationsDir?: string;
-}
-
-interface RowOfGroupRead {
-  kind: 's' | 'i';
-  key: string;
-  seq: number | null;
-  live: boolean | null;
-  text1: string | null;
-  text2: string | null;
-  expiresAt: number | null;
 }
 
 const PURGE_BATCH = 1000;
@@ -237,7 +227,7 @@ export class PgStore implements LogStore {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    type Row = { head: number; key: string | null; value: string; seq: number; ts: number; taken: number | null };
+    type Row = { head: number; key: string | null; value: string; seq: number; ts: number; expires_at: number | null; taken: number | null };
     const { rows } = await this.pool.query<Row>(LIST_SQL, [
       query.prefix,
       query.afterKey ?? '',
@@ -248,7 +238,7 @@ export class PgStore implements LogStore {
     ]);
     const head = rows[0]!.head;
     this.learn({ head }, true);
-    const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts }));
+    const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts, expiresAt: row.expires_at }));
     // Keys were read past the size bound: the page stopped early and more follow.
     return items.length < (rows[0]!.taken ?? 0) ? { items, head, truncated: true } : { items, head };
   }
@@ -270,7 +260,9 @@ export class PgStore implements LogStore {
     const records: StoredRecord[] = [];
     for (const row of rows) {
       if (row.seq === null || row.seq === undefined) continue;
-      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+      const record: StoredRecord = { offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! };
+      if (row.expiresAt != null) record.expiresAt = row.expiresAt;
+      records.push(record);
     }
     const taken = rows[0]!.taken ?? 0;
     const full = records.length === query.limit || records.length < taken;
@@ -291,7 +283,9 @@ export class PgStore implements LogStore {
     const records: StoredRecord[] = [];
     for (const row of rows) {
       if (row.seq === null || row.seq === undefined) continue;
-      records.push({ offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! });
+      const record: StoredRecord = { offset: row.seq, key: row.key!, op: row.op!, value: row.value ?? null, ts: row.ts! };
+      if (row.expiresAt != null) record.expiresAt = row.expiresAt;
+      records.push(record);
     }
     const taken = rows[0]!.taken ?? 0;
     return { records, head, full: records.length === query.limit || records.length < taken, examinedTo };
@@ -384,18 +378,10 @@ export class PgStore implements LogStore {
   }
 
   async counters(): Promise<StoreCounters> {
-    const { rows } = await this.pool.query<{
-      head: number;
-      horizon: number;
-      records: number;
-      liveKeys: number;
-      stateKeys: number;
-      dbBytes: number;
-      digest: string;
-    }>(COUNTERS_SQL);
-    const { head, horizon, records, liveKeys, stateKeys, dbBytes, digest } = rows[0]!;
-    this.learn({ head, horizon }, true);
-    return { head, horizon, records, liveKeys, tombstones: stateKeys - liveKeys, dbBytes, digest: digestHex(BigInt(digest)) };
+    const { rows } = await this.pool.query<CountedMeta>(COUNTERS_SQL, [Date.now()]);
+    const meta = rows[0]!;
+    this.learn(meta, true);
+    return countersOf({ ...meta, digest: digestHex(BigInt(meta.digest)) });
   }
 
   async dueExpiries(now: number, limit: number): Promise<DueExpiry[]> {
@@ -464,87 +450,4 @@ export class PgStore implements LogStore {
 /** Head, horizon and epoch as the meta row has them now. */
 async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
   return (await db.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1')).rows[0]!;
-}
-
-/**
- * The state rows, live values and remembered answers a group names, read in one
- * statement, as the StateSource its plan starts from.
- */
-async function readGroup(
-  db: pg.Pool | pg.ClientBase,
-  keys: string[],
-  incrKeys: string[],
-  idempotencyKeys: string[],
-): Promise<{ state: Map<string, KeyState>; source: StateSource }> {
-  const { rows } = await db.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, idempotencyKeys]);
-  const state = new Map<string, KeyState>();
-  const values = new Map<string, string>();
-  const answers = new Map<string, RememberedAnswer>();
-  for (const row of rows) {
-    if (row.kind === 's') {
-      state.set(row.key, { offset: row.seq!, live: row.live!, expiresAt: row.expiresAt });
-      if (row.text1 !== null) values.set(row.key, row.text1);
-    } else {
-      answers.set(row.key, { fingerprint: row.text1!, answer: row.text2!, expiresAt: row.expiresAt! });
-    }
-  }
-  const source: StateSource = {
-    state: (key) => state.get(key),
-    liveValue: (key) => values.get(key)!,
-    remembered: (key) => answers.get(key),
-  };
-  return { state, source };
-}
-
-/**
- * statelog_append()'s parameters for a plan, its offsets taken relative to the plan's
- * base (the function adds the head it finds under the lock). `verify` is the state the
- * plan was made from, checked under the lock; none under the lock already held.
- */
-function appendParams(plan: WritePlan, verify: { keys: string[]; state: ReadonlyMap<string, KeyState> }, now: number, node: string): unknown[] {
-  const records = plan.records;
-  const rows = [...plan.state];
-  return [
-    verify.keys,
-    verify.keys.map((key) => verify.state.get(key)?.offset ?? null),
-    verify.keys.map((key) => verify.state.get(key)?.live ?? null),
-    records.map((r) => r.key),
-    records.map((r) => r.op),
-    records.map((r) => r.value),
-    rows.map(([key]) => key),
-    rows.map(([, row]) => row.offset - plan.base),
-    rows.map(([, row]) => row.live),
-    rows.map(([, row]) => row.expiresAt ?? null),
-    plan.newKeys,
-    plan.liveDelta,
-    plan.superseded,
-    now,
-    node,
-  ];
-}
-
-const NOTHING_TO_VERIFY = { keys: [], state: new Map<string, KeyState>() };
-
-/**
- * A plan made under the lock as one statement: statelog_append() writes the records,
- * state rows and counters as on the unlocked path (nothing to verify), beside the
- * remembered answers. Null when the group wrote nothing at all.
- */
-function writeStatement(plan: WritePlan, now: number, node: string): { text: string; values: unknown[] } | null {
-  if (plan.records.length === 0 && plan.remember.size === 0) return null;
-  const values = plan.records.length > 0 ? appendParams(plan, NOTHING_TO_VERIFY, now, node) : [];
-  const p = new Params();
-  for (const value of values) p.add(value);
-  const parts: string[] = [];
-  if (plan.remember.size > 0) {
-    const keys = [...plan.remember.keys()];
-    const answers = [...plan.remember.values()];
-    parts.push(`INSERT INTO idempotency (key, fingerprint, answer, expires_at)
-      SELECT * FROM unnest(${p.add(keys, '::text[]')}, ${p.add(answers.map((x) => x.fingerprint), '::text[]')},
-        ${p.add(answers.map((x) => x.answer), '::text[]')}, ${p.add(answers.map((x) => x.expiresAt), '::bigint[]')})
-      ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, answer = excluded.answer, expires_at = excluded.expires_at`);
-  }
-  if (plan.records.length === 0) return { text: parts[0]!, values: p.values };
-  const text = parts.length > 0 ? `WITH i AS (${parts[0]}) ${APPEND_SQL}` : APPEND_SQL;
-  return { text, values: p.values };
 }

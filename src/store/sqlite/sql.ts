@@ -21,7 +21,7 @@ const LIVE_KEYS = `
     AND (s.expires_at IS NULL OR s.expires_at > @now)
   ORDER BY s.key LIMIT @limit`;
 
-export const LIVE_ENTRIES_SQL = `SELECT s.key, l.value, s.seq AS offset, l.ts ${LIVE_KEYS}`;
+export const LIVE_ENTRIES_SQL = `SELECT s.key, l.value, s.seq AS offset, l.ts, s.expires_at AS expiresAt ${LIVE_KEYS}`;
 
 /**
  * The same keys as JSON text built by SQLite, exactly as render.ts's entryJson and
@@ -29,9 +29,10 @@ export const LIVE_ENTRIES_SQL = `SELECT s.key, l.value, s.seq AS offset, l.ts ${
  * database, which is what makes a large snapshot fast. (json_quote and JSON.stringify
  * agree on every valid key: keys hold no control characters or lone surrogates.)
  */
+const EXPIRY_JSON = `CASE WHEN s.expires_at IS NULL THEN '' ELSE ',"expiresAt":' || s.expires_at END`;
 const JSON_OF: Record<SnapshotShape, string> = {
-  entry: `'{"key":' || json_quote(s.key) || ',"value":' || l.value || ',"offset":' || s.seq || ',"ts":' || l.ts || '}'`,
-  record: `'{"offset":' || s.seq || ',"key":' || json_quote(s.key) || ',"op":"set","value":' || l.value || ',"ts":' || l.ts || '}'`,
+  entry: `'{"key":' || json_quote(s.key) || ',"value":' || l.value || ',"offset":' || s.seq || ',"ts":' || l.ts || ${EXPIRY_JSON} || '}'`,
+  record: `'{"offset":' || s.seq || ',"key":' || json_quote(s.key) || ',"op":"set","value":' || l.value || ',"ts":' || l.ts || ${EXPIRY_JSON} || '}'`,
 };
 
 export const liveJsonSql = (shape: SnapshotShape): string => `SELECT ${JSON_OF[shape]} ${LIVE_KEYS}`;
@@ -53,7 +54,8 @@ export const liveTextSql = (shape: SnapshotShape): string =>
  * Parameters of the live-key queries: keys with `prefix` after `afterKey` (exclusive, or
  * null) whose value has not expired by `now`. A snapshot passes no `now`: it is the
  * log's state at its offset, expired values included until their tombstones (which the
- * change feed carries), so a mirror's state and digest follow the log.
+ * change feed carries), so a mirror's state and digest follow the log; each line
+ * carries its expiresAt, so its reader drops an expired one as GET does.
  */
 export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number, now = 0) {
   // A cursor below the prefix (from another listing) must not widen the range.
@@ -62,19 +64,25 @@ export function liveEntriesParams(prefix: string, afterKey: string | null, limit
 }
 
 /**
+ * A record's expiry: the state row's, while the record is still its key's latest (a
+ * record's expiry never changes, and a superseded one's no longer matters).
+ */
+const RECORD_EXPIRY = `(SELECT s.expires_at FROM state s WHERE s.key = l.key AND s.seq = l.seq AND l.op = 'set') AS expiresAt`;
+
+/**
  * Records in (@after, @until] with a prefix (@lower, @upper), in offset order: a range
  * of the primary key, so a filter that matches little examines at most @until - @after rows.
  */
 export const RECORDS_AFTER_SQL = `
-  SELECT seq AS offset, key, op, value, ts FROM log
-  WHERE seq > @after AND seq <= @until AND key >= @lower AND key < CAST(@upper AS TEXT)
-  ORDER BY seq LIMIT @limit`;
+  SELECT l.seq AS offset, l.key, l.op, l.value, l.ts, ${RECORD_EXPIRY} FROM log l
+  WHERE l.seq > @after AND l.seq <= @until AND l.key >= @lower AND l.key < CAST(@upper AS TEXT)
+  ORDER BY l.seq LIMIT @limit`;
 
 /** One key's records in (@after, @until], in offset order (the same range as RECORDS_AFTER_SQL). */
 export const KEY_RECORDS_AFTER_SQL = `
-  SELECT seq AS offset, key, op, value, ts FROM log
-  WHERE seq > @after AND seq <= @until AND key = @key
-  ORDER BY seq LIMIT @limit`;
+  SELECT l.seq AS offset, l.key, l.op, l.value, l.ts, ${RECORD_EXPIRY} FROM log l
+  WHERE l.seq > @after AND l.seq <= @until AND l.key = @key
+  ORDER BY l.seq LIMIT @limit`;
 
 /**
  * Key @key's records among the @scan records below @before, newest first. The scan reads
@@ -91,13 +99,12 @@ export const KEY_HISTORY_SQL = `
 export const HISTORY_SCAN_END_SQL = 'SELECT seq FROM log WHERE seq < @before ORDER BY seq DESC LIMIT 1 OFFSET @scan - 1';
 
 /** RECORDS_AFTER_SQL's and KEY_HISTORY_SQL's columns in raw mode (arrays build faster than named rows). */
-export const toRecord = (row: unknown[]): StoredRecord => ({
-  offset: row[0] as number,
-  key: row[1] as string,
-  op: row[2] as Op,
-  value: row[3] as string | null,
-  ts: row[4] as number,
-});
+export const toRecord = (row: unknown[]): StoredRecord => {
+  const record: StoredRecord = { offset: row[0] as number, key: row[1] as string, op: row[2] as Op, value: row[3] as string | null, ts: row[4] as number };
+  // Only a set still its key's latest record with a TTL has one (RECORD_EXPIRY).
+  if (row[5] != null) record.expiresAt = row[5] as number;
+  return record;
+};
 
 /**
  * Takes rows from a query until it ends or the rows hold `maxChars` characters (at

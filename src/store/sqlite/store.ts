@@ -2,33 +2,32 @@
 // better-sqlite3 is synchronous, so a commit of a group of requests runs as one
 // uninterrupted transaction on the event loop, and its fsync (STATELOG_SYNC=full) runs
 // after it on the thread pool (wal-syncer.ts).
-import { mkdirSync, statfsSync, statSync } from 'node:fs';
+import { statfsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import type { SyncMode } from '../../config.js';
 import { SqliteCheckpointer } from './checkpointer.js';
+import {
+  LOG_ROWS_A_STATEMENT,
+  openStoreFile,
+  prepareStatements,
+  stateSource,
+  type CachedEntry,
+  runInStatements,
+  STATE_ROWS_A_STATEMENT,
+  type Statements,
+} from './database.js';
 import { EARLY_CHECKPOINTER_RECORDS, SqliteCompactionPass, type CompactionHost, type SupersessionListener } from './compaction.js';
-import { migrate } from './migrations.js';
-import { ProcessLock } from './process-lock.js';
+import type { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { SnapshotWorker } from './snapshot-worker.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
 import { WriteRoom } from '../unavailable.js';
 import { DigestSum, digestHex, digestOf, type Term } from '../../contract/digest.js';
-import { applyToDigest, liveAt, planWrites, type RememberedAnswer, type StateSource, type WritePlan } from '../write-plan.js';
-import {
-  HISTORY_SCAN_END_SQL,
-  KEY_HISTORY_SQL,
-  KEY_RECORDS_AFTER_SQL,
-  LIVE_ENTRIES_SQL,
-  RECORDS_AFTER_SQL,
-  liveEntriesParams,
-  prefixUpperBound,
-  takePage,
-  toRecord,
-} from './sql.js';
+import { applyToDigest, liveAt, planWrites, type StateSource, type WritePlan } from '../write-plan.js';
+import { liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
 import type {
   ChangesPage,
   ChangesQuery,
@@ -49,7 +48,7 @@ import type {
   WriteRequest,
   WriteResult,
 } from '../log-store.js';
-import { changesUntil, HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, countersOf, HISTORY_SCAN_RECORDS } from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -77,6 +76,9 @@ interface Meta {
   supersededSince: number | null;
 }
 
+/** Free space asked for before readiness comes back after a write found the disk full. */
+const MIN_FREE_BYTES = 4 * 1024 * 1024;
+
 /**
  * The hottest live entries, kept by get() and by every append: a read of a cached key,
  * and a write's look at its current state, skip SQLite. This process is the file's only
@@ -85,87 +87,10 @@ interface Meta {
  * one. Compaction never touches a live key's record. Bounded by the characters of keys
  * and values.
  */
-/** Free space asked for before readiness comes back after a write found the disk full. */
-const MIN_FREE_BYTES = 4 * 1024 * 1024;
-
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
 
-/**
- * Log rows inserted by one statement: a group's records go in runs of this many, which
- * saves a statement's bind-step-reset a row (the rest go one by one).
- */
-const LOG_ROWS_A_STATEMENT = 32;
-
-/**
- * State rows upserted by one statement, in key order: SQLite's cursor then moves on
- * from the last row instead of seeking from the root (unsorted, many rows a statement
- * cost more than one).
- */
-const STATE_ROWS_A_STATEMENT = 32;
-
-/**
- * Runs `many`, a statement of `size` rows of `width` parameters, on the rows in runs of
- * `size`, and `one`, the statement of one row, on those left; `put` lays a row's
- * parameters out from `at`.
- */
-function runInStatements<T>(
-  rows: T[],
-  size: number,
-  width: number,
-  statements: { many: Database.Statement; one: Database.Statement },
-  put: (row: T, args: unknown[], at: number) => void,
-): void {
-  const args: unknown[] = new Array(size * width);
-  let i = 0;
-  for (; i + size <= rows.length; i += size) {
-    for (let j = 0; j < size; j++) put(rows[i + j]!, args, j * width);
-    statements.many.run(args);
-  }
-  args.length = width;
-  for (; i < rows.length; i++) {
-    put(rows[i]!, args, 0);
-    statements.one.run(args);
-  }
-}
-
-/** The upsert of `state` rows, one `(?, ?, ?, ?)` a row. */
-const SET_STATE_SQL = (rows: string) =>
-  `INSERT INTO state (key, seq, live, expires_at) VALUES ${rows}
-   ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live, expires_at = excluded.expires_at`;
-
-/** A cached entry; `term`: its digest term once a write has hashed it, so overwriting it needs no second hash. */
-type CachedEntry = StoredEntry & { term?: Term };
-
-
-export function openDatabase(path: string): Database.Database {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const db = new Database(path);
-  // Only takes effect before the first table is created: lets the compactor give
-  // pages back with incremental_vacuum instead of one long VACUUM.
-  db.pragma('auto_vacuum = INCREMENTAL');
-  db.pragma('journal_mode = WAL');
-  // In WAL mode NORMAL fsyncs only at checkpoints: with STATELOG_SYNC=full the store
-  // fsyncs the WAL itself, off the event loop, before a write is answered.
-  db.pragma('synchronous = NORMAL');
-  db.pragma('busy_timeout = 5000');
-  // A big compaction can swell the WAL; truncate it back after checkpoints.
-  db.pragma('journal_size_limit = 67108864');
-  return db;
-}
-
-/**
- * Refuses a corrupt file before serving from it: PRAGMA quick_check reads every page
- * (without cross-checking indexes against tables, which integrity_check adds), so its
- * cost grows with the file; files above `maxBytes` are opened unchecked.
- */
-function checkIntegrity(db: Database.Database, path: string, maxBytes: number): void {
-  if (path === ':memory:' || maxBytes === 0) return;
-  const bytes = statSync(path).size;
-  if (bytes === 0 || bytes > maxBytes) return;
-  const problems = db.pragma('quick_check(3)', { simple: false }) as { quick_check: string }[];
-  const found = problems.map((row) => row.quick_check.replace(/\s+/g, ' ').trim()).filter((line) => line !== 'ok');
-  if (found.length > 0) throw new Error(`the database file is corrupt (quick_check: ${found.join('; ')})`);
-}
+// The harness opens files as the store does.
+export { openDatabase } from './database.js';
 
 export class SqliteStore implements LogStore {
   readonly db: Database.Database;
@@ -177,7 +102,7 @@ export class SqliteStore implements LogStore {
   /** The compaction run in progress, if any: told of every record a write supersedes. */
   private compaction: SupersessionListener | null = null;
 
-  private readonly sql;
+  private readonly sql: Statements;
   private readonly entries = new LRUCache<string, CachedEntry>({
     maxSize: ENTRY_CACHE.maxChars,
     sizeCalculation: (entry) => entry.key.length + entry.value.length,
@@ -187,7 +112,7 @@ export class SqliteStore implements LogStore {
   /** Whether the last write failed for want of space (SQLITE_FULL): readiness fails until one can commit. */
   private readonly room = new WriteRoom();
   /** This process's hold on the file (none for :memory:). */
-  private readonly lock: ProcessLock | null = null;
+  private readonly lock: ProcessLock | null;
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
   private checkpointer: SqliteCheckpointer | null = null;
   /** The snapshots' worker thread (snapshot-worker.ts), until close. */
@@ -200,81 +125,10 @@ export class SqliteStore implements LogStore {
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.ttlMs = options.idempotencyTtlMs;
-    if (options.path !== ':memory:') {
-      mkdirSync(dirname(options.path), { recursive: true });
-      this.lock = ProcessLock.acquire(options.path);
-    }
-    try {
-      this.db = openDatabase(options.path);
-      try {
-        checkIntegrity(this.db, options.path, options.startupCheckMaxBytes ?? 0);
-        migrate(this.db);
-      } catch (err) {
-        this.db.close();
-        throw err;
-      }
-    } catch (err) {
-      this.lock?.release();
-      throw err;
-    }
+    ({ db: this.db, lock: this.lock } = openStoreFile(options.path, options.startupCheckMaxBytes ?? 0));
     const db = this.db;
-    this.sql = {
-      meta: db.prepare(
-        `SELECT epoch, head, horizon, last_ts AS lastTs, records, state_keys AS stateKeys, live_keys AS liveKeys, digest
-         FROM meta WHERE id = 1`,
-      ),
-      saveMeta: db.prepare(
-        `UPDATE meta SET head = @head, last_ts = @lastTs, records = @records,
-           state_keys = @stateKeys, live_keys = @liveKeys, digest = @digestText WHERE id = 1`,
-      ),
-      stateOf: db.prepare('SELECT seq AS offset, live, expires_at AS expiresAt FROM state WHERE key = ?'),
-      valueAt: db.prepare('SELECT value FROM log WHERE seq = ?').pluck(),
-      append: db.prepare('INSERT INTO log (seq, key, op, value, ts) VALUES (?, ?, ?, ?, ?)'),
-      appendRun: db.prepare(`INSERT INTO log (seq, key, op, value, ts) VALUES ${Array(LOG_ROWS_A_STATEMENT).fill('(?, ?, ?, ?, ?)').join(', ')}`),
-      setState: db.prepare(SET_STATE_SQL('(?, ?, ?, ?)')),
-      setStateRun: db.prepare(SET_STATE_SQL(Array(STATE_ROWS_A_STATEMENT).fill('(?, ?, ?, ?)').join(', '))),
-      entry: db.prepare(
-        `SELECT s.key, l.value, s.seq AS offset, l.ts, s.expires_at AS expiresAt FROM state s JOIN log l ON l.seq = s.seq
-         WHERE s.key = ? AND s.live = 1`,
-      ),
-      list: db.prepare(LIVE_ENTRIES_SQL),
-      changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
-      keyChanges: db.prepare(KEY_RECORDS_AFTER_SQL).raw(true),
-      history: db.prepare(KEY_HISTORY_SQL).raw(true),
-      historyScanEnd: db.prepare(HISTORY_SCAN_END_SQL).pluck(),
-      claim: db.prepare('SELECT fingerprint, answer, expires_at AS expiresAt FROM idempotency WHERE key = ?'),
-      remember: db.prepare(
-        'INSERT OR REPLACE INTO idempotency (key, fingerprint, answer, expires_at) VALUES (?, ?, ?, ?)',
-      ),
-      purge: db.prepare('DELETE FROM idempotency WHERE expires_at < ?'),
-      pageCount: db.prepare('PRAGMA page_count').pluck(),
-      pageSize: db.prepare('PRAGMA page_size').pluck(),
-      oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
-      dueExpiries: db.prepare(
-        `SELECT key, seq AS offset FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1
-         ORDER BY expires_at LIMIT ?`,
-      ),
-      liveTerms: db.prepare('SELECT key, seq AS offset FROM state WHERE live = 1'),
-      saveDigest: db.prepare('UPDATE meta SET digest = ? WHERE id = 1'),
-      // Rewrites the meta row unchanged: a commit of one page, as small as a write can be.
-      probe: db.prepare('UPDATE meta SET last_ts = last_ts WHERE id = 1'),
-      saveRemoval: db.prepare('UPDATE meta SET records = @records, state_keys = @stateKeys, horizon = @horizon WHERE id = 1'),
-    };
-    this.source = {
-      state: (key) => {
-        // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
-        // peek: the commit's cache() makes the key the most recent anyway.
-        const cached = this.entries.peek(key);
-        if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null, term: cached.term };
-        const row = this.sql.stateOf.get(key) as { offset: number; live: 0 | 1; expiresAt: number | null } | undefined;
-        return row && { offset: row.offset, live: row.live === 1, expiresAt: row.expiresAt };
-      },
-      liveValue: (key, offset) => {
-        const cached = this.entries.peek(key);
-        return cached?.offset === offset ? cached.value : (this.sql.valueAt.get(offset) as string);
-      },
-      remembered: (key) => this.sql.claim.get(key) as RememberedAnswer | undefined,
-    };
+    this.sql = prepareStatements(db);
+    this.source = stateSource(this.sql, this.entries);
     // Planned and written in one transaction: a refused request is never written, so
     // no request needs a savepoint of its own. BEGIN IMMEDIATE, as every transaction of
     // the store that reads before it writes: a deferred one takes the write lock only at
@@ -532,16 +386,10 @@ export class SqliteStore implements LogStore {
 
   async counters(): Promise<StoreCounters> {
     const { head, horizon, records, stateKeys, liveKeys, digest } = this.meta;
+    // Read with the meta row (synchronously): the due keys the expirer has not reached.
+    const expiredKeys = this.sql.expiredCount.get(Date.now()) as number;
     await this.durable(head);
-    return {
-      head,
-      horizon,
-      records,
-      liveKeys,
-      tombstones: stateKeys - liveKeys,
-      dbBytes: this.fileBytes(),
-      digest: digest!.hex(),
-    };
+    return countersOf({ head, horizon, records, liveKeys, stateKeys, expiredKeys, dbBytes: this.fileBytes(), digest: digest!.hex() });
   }
 
   async dueExpiries(now: number, limit: number): Promise<DueExpiry[]> {
