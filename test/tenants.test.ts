@@ -103,15 +103,20 @@ async function seed(port: number): Promise<void> {
   }
 }
 
+/** An app with the test's token file, and its port. */
+async function startWithTokens(): Promise<{ t: TestApp; port: number }> {
+  const dir = tempDir();
+  const t = await startApp({ STATELOG_TOKENS_FILE: writeTokenFile(dir, TOKENS) }, { dir });
+  return { t, port: portOf(t.app.server) };
+}
+
 const bodyOf = (call: Call) => (call.body === undefined ? undefined : JSON.stringify(call.body));
 
 describe('scoped tokens: every route × every caller', () => {
   let t: TestApp;
   let port: number;
   beforeAll(async () => {
-    const dir = tempDir();
-    t = await startApp({ STATELOG_TOKENS_FILE: writeTokenFile(dir, TOKENS) }, { dir });
-    port = portOf(t.app.server);
+    ({ t, port } = await startWithTokens());
   });
   afterAll(() => t.close());
   beforeEach(() => seed(port));
@@ -208,9 +213,7 @@ describe('what a scoped token is shown', () => {
   let t: TestApp;
   let port: number;
   beforeAll(async () => {
-    const dir = tempDir();
-    t = await startApp({ STATELOG_TOKENS_FILE: writeTokenFile(dir, TOKENS) }, { dir });
-    port = portOf(t.app.server);
+    ({ t, port } = await startWithTokens());
     const records = ['t/a/1', 'other/1', 't/b/1', 't/c/1', 't/a/2', 'zz', 't/b/2'].map((key, i) => ({ key, value: i }));
     const res = await post(ROOT, '/v1/records', { records });
     expect(res.status).toBe(200);

@@ -4,6 +4,7 @@
 // lines within them.
 import { compareBytes, inScope, type ReadFilter } from '../contract/key-scope.js';
 import type { ListPage, ListQuery, LogStore, SnapshotReader, SnapshotShape } from '../store/log-store.js';
+import { FilteredSnapshot } from './filtered-snapshot.js';
 
 /**
  * A page of live keys of `filter`, in byte order. With several prefixes, each is listed
@@ -39,22 +40,12 @@ export function lineKey(line: string): string {
 }
 
 /** A snapshot of `within`'s keys, read from a snapshot of their common prefix. */
-export class ScopedSnapshot implements SnapshotReader {
+export class ScopedSnapshot extends FilteredSnapshot {
   constructor(
-    private readonly inner: SnapshotReader,
+    inner: SnapshotReader,
     private readonly within: readonly string[],
-  ) {}
-
-  get offset(): number {
-    return this.inner.offset;
-  }
-
-  get epoch(): string {
-    return this.inner.epoch;
-  }
-
-  get digest(): bigint {
-    return this.inner.digest;
+  ) {
+    super(inner);
   }
 
   async nextJson(shape: SnapshotShape, max: number, maxChars?: number): Promise<string[]> {
@@ -64,9 +55,5 @@ export class ScopedSnapshot implements SnapshotReader {
       const kept = lines.filter((line) => inScope(lineKey(line), this.within));
       if (kept.length > 0) return kept;
     }
-  }
-
-  close(): void {
-    this.inner.close();
   }
 }
