@@ -1,8 +1,5 @@
 // Builds the statelog HTTP app: a factory that opens the services and registers the
 // plugins and routes, but never listens. server.ts and the tests both use it.
-import { mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault, type RouteOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Compactor } from './compaction/compactor.js';
@@ -13,8 +10,6 @@ import { clientErrorHandler } from './http/error-handler.js';
 import { lifecycle } from './http/lifecycle.js';
 import { parsing } from './http/parsing.js';
 import { AccessLog, authenticator, frameworkErrors, requestId, requestPipeline } from './http/request-pipeline.js';
-import { SnapshotSlots } from './feed/snapshot-slots.js';
-import { SpoolBudget } from './feed/snapshot-spool.js';
 import { adminRoutes } from './routes/admin.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
@@ -127,19 +122,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await app.register(lifecycle, { services });
     await app.register(parsing, { services });
     await app.register(requestPipeline, { services, auth, accessLog });
-    // Snapshots and snapshot=true streams share one limit and one spool folder, made
-    // now so that a folder that cannot be made stops the start, not the first snapshot.
-    const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
-    mkdirSync(spoolDir, { recursive: true });
-    const spool = { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) };
-    const slots = new SnapshotSlots(config.maxSnapshots, spool);
     await app.register(keyRoutes, { services });
     await app.register(recordRoutes, { services });
     await app.register(adminRoutes, { compactor: services.compactor, faults: services.faults });
-    await app.register(operationsRoutes, { services, spool, lastCompaction: () => services.compactor.lastCompaction });
-    await app.register(snapshotRoutes, { services, slots });
+    await app.register(operationsRoutes, { services, lastCompaction: () => services.compactor.lastCompaction });
+    await app.register(snapshotRoutes, { services });
     await app.register(changesRoutes, { services });
-    await app.register(changeStreamRoutes, { services, slots });
+    await app.register(changeStreamRoutes, { services });
     await app.register(uiRoutes);
   } catch (err) {
     await app.close().catch(() => {});

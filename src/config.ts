@@ -41,6 +41,11 @@ export interface Config {
   spoolDir: string | null;
   /** Bytes all snapshot spools may take on disk together. */
   spoolMaxBytes: number;
+  /**
+   * Seconds a finished snapshot goes on serving requests that accept its offset
+   * (`minOffset`), and that caches may keep it: the max-age of those answers.
+   */
+  snapshotMaxAgeSeconds: number;
   /** SQLite: PRAGMA quick_check at start-up for files up to this size (0: never). */
   startupCheckMaxBytes: number;
   /** Long polls that wait and change streams open at once; beyond it 429. */
@@ -297,6 +302,7 @@ export function loadConfig(env: Env = process.env): Config {
     stalledReaderMs: integer(env, 'STATELOG_STALLED_READER_MS', 30_000, 100, 3_600_000),
     spoolDir: raw(env, 'STATELOG_SPOOL_DIR') ?? null,
     spoolMaxBytes: integer(env, 'STATELOG_SPOOL_MAX_BYTES', 4 * 1024 ** 3, 1024 * 1024),
+    snapshotMaxAgeSeconds: integer(env, 'STATELOG_SNAPSHOT_MAX_AGE_SECONDS', 10, 0, 3600),
     startupCheckMaxBytes: integer(env, 'STATELOG_STARTUP_CHECK_MAX_BYTES', 1024 ** 3, 0),
     maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
     tokens: parseTokens(env),

@@ -196,6 +196,18 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096],
     registers: [this.registry],
   });
+  /** How often the whole state is read for snapshots: shared snapshots keep it below the readers' count. */
+  private readonly snapshotReads = new Counter({
+    name: 'statelog_snapshot_reads_total',
+    help: 'Snapshots read from the store (each may serve many readers)',
+    registers: [this.registry],
+  });
+  private readonly snapshotsServed = new Counter({
+    name: 'statelog_snapshots_served_total',
+    help: 'Snapshots answered, each from a read of the store shared or its own, and 304s',
+    labelNames: ['from'] as const,
+    registers: [this.registry],
+  });
   private readonly streams = new Gauge({
     name: 'statelog_open_streams',
     help: 'Answers still streaming or waiting: SSE streams, long polls, snapshots',
@@ -287,6 +299,16 @@ export class Metrics {
   /** Fed from the write batcher's onCommit. */
   recordsWritten(count: number): void {
     this.written.inc(count);
+  }
+
+  /** A snapshot read from the store, whatever the number of its readers. */
+  snapshotRead(): void {
+    this.snapshotReads.inc();
+  }
+
+  /** A snapshot answered: from its own read, from a shared one, or not at all (304). */
+  snapshotServed(from: 'read' | 'shared' | 'not_modified'): void {
+    this.snapshotsServed.inc({ from });
   }
 
   /** Fed from the write batcher's onDurable. */

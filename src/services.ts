@@ -2,10 +2,15 @@
 // commit, the notifier, the compactor and the metrics. Routes are given them explicitly,
 // so nothing depends on registration order or decorators.
 import { setMaxListeners } from 'node:events';
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
 import { Compactor, compactionSettings, type CompactorLog } from './compaction/compactor.js';
 import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
+import { SharedSnapshots } from './feed/shared-snapshots.js';
+import { SpoolBudget } from './feed/snapshot-spool.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
@@ -32,6 +37,8 @@ export interface AppServices {
   watchers: WatcherSlots;
   /** Errors from the database are shown here: a corrupt database fails readiness for good. */
   faults: StoreFaults;
+  /** Snapshots and snapshot=true streams, sharing reads of the store. */
+  snapshots: SharedSnapshots;
 }
 
 export interface Services extends AppServices {
@@ -131,6 +138,18 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
     );
     undo.unshift(unwatch);
 
+    // Made now, so that a spool folder that cannot be made stops the start, not the first snapshot.
+    const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
+    mkdirSync(spoolDir, { recursive: true });
+    const snapshots = new SharedSnapshots(store, {
+      maxReads: config.maxSnapshots,
+      dir: spoolDir,
+      budget: new SpoolBudget(config.spoolMaxBytes),
+      keepMs: config.snapshotMaxAgeSeconds * 1000,
+      signal: shutdown.signal,
+      onRead: () => metrics.snapshotRead(),
+    });
+
     let closed: Promise<void> | undefined;
     return {
       config,
@@ -141,6 +160,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       metrics,
       watchers: new WatcherSlots(config.maxWatchers),
       faults: new StoreFaults(),
+      snapshots,
       compactor,
       expirer,
       beginShutdown,

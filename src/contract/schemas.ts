@@ -153,8 +153,15 @@ const NdjsonBody = Type.Unknown({ description: 'application/x-ndjson: one entry 
 const EventStreamBody = Type.Unknown({ description: 'text/event-stream' });
 
 export const snapshotSchema = {
-  querystring: Type.Object({ prefix: Prefix }, { additionalProperties: false }),
-  response: { 200: NdjsonBody, ...errors(400, 401, 403, 429, 503) },
+  querystring: Type.Object(
+    {
+      prefix: Prefix,
+      // Any state at this offset or later will do: a shared or cached one may answer.
+      minOffset: Type.Optional(after()),
+    },
+    { additionalProperties: false },
+  ),
+  response: { 200: NdjsonBody, 304: Type.Null(), ...errors(400, 401, 403, 410, 429, 503) },
 };
 
 export const changesSchema = {

@@ -44,8 +44,8 @@ export interface ChangeStreamOptions {
   epoch: string;
   /** Where a stream without a snapshot starts (exclusive). */
   after: number;
-  /** With snapshot=true: the open snapshot and what gives its slot back. */
-  snapshot: { reader: SnapshotReader; release: () => void } | null;
+  /** With snapshot=true: the open snapshot. */
+  snapshot: SnapshotReader | null;
   /** Ends the stream: the client went away or the server shuts down. */
   signal: AbortSignal;
 }
@@ -87,7 +87,7 @@ export class ChangeStreamSource {
         // Sent at once so that the headers go out before the first record exists.
         return sseRetry(RETRY_MS) + sseComment('statelog change stream');
       case 'snapshot':
-        return this.snapshotChunk(this.options.snapshot!.reader);
+        return this.snapshotChunk(this.options.snapshot!);
       case 'live':
         return this.liveChunk();
       case 'done':
@@ -101,12 +101,11 @@ export class ChangeStreamSource {
     this.releaseSnapshot();
   }
 
-  /** Gives the snapshot's connection and slot back; safe to call more than once. */
+  /** Lets the snapshot go; safe to call more than once. */
   private releaseSnapshot(): void {
     const snapshot = this.options.snapshot;
     if (!snapshot) return;
-    snapshot.reader.close();
-    snapshot.release();
+    snapshot.close();
   }
 
   /** The digest of the snapshot's records, made with its first page. */

@@ -1,21 +1,20 @@
 // A snapshot read at the database's speed into a spool file, and served from the file at
-// the reader's speed. The store's read transaction (which on SQLite keeps checkpoints
+// each reader's speed. The store's read transaction (which on SQLite keeps checkpoints
 // from passing it, so the WAL grows, and on PostgreSQL holds back vacuum) lasts only as
-// long as reading the database, whatever the client does. The file is unlinked as soon
+// long as reading the database, whatever the clients do. The file is unlinked as soon
 // as it is made: the space is the kernel's to give back when the file is closed, even if
 // the process is killed, and nothing is ever left to clean up at start-up.
 //
-// Once the answer has started, a reader that has taken everything in the file is handed
-// the next chunks from memory (up to MEMORY_CHUNKS of them) instead: a client that keeps
-// up costs no file write and read back. The file only ever follows what memory holds, so
-// the reader takes memory first, then the file.
+// One spool serves any number of readers, each at its own position in the file (the
+// page cache holds what a reader that keeps up reads back): shared-snapshots.ts hands
+// one read of the store to every request that may have that state.
 //
-// The answer starts once the first START_BYTES are spooled (or all of it, if less), and
-// the reader then follows the spooling; while older spools run, a spool answers only once
-// it is whole (SpoolBudget gives room to the oldest first). A snapshot is refused with 503
-// before any byte when the spool budget, the disk or the folder has no room for it before
-// its answer starts; one that fails later (budget, disk, database, shutdown) is cut short
-// without its last line, which is how every reader tells an incomplete snapshot.
+// Readers start once the first START_BYTES are spooled (or all of it, if less), and then
+// follow the spooling; while older spools run, a spool's readers start only once it is
+// whole (SpoolBudget gives room to the oldest first). A snapshot is refused with 503
+// before any byte when the spool budget, the disk or the folder has no room for it
+// before its readers start; one that fails later (budget, disk, database, shutdown) is
+// cut short without its last line, which is how every reader tells an incomplete snapshot.
 import { randomUUID } from 'node:crypto';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -43,15 +42,6 @@ const WRITE_BYTES = 1024 * 1024;
 const READ_BYTES = 64 * 1024;
 /** Bytes spooled before the answer starts (see above). */
 const START_BYTES = 4 * 1024 * 1024;
-/** Chunks of up to WRITE_BYTES held in memory for a reader that keeps up (see above). */
-const MEMORY_CHUNKS = 2;
-
-/** A chunk held in memory, and how much of it the reader has taken. */
-interface HeldChunk {
-  bytes: Buffer;
-  length: number;
-  taken: number;
-}
 
 /** A spooled snapshot: its lines, or its text as it is (see nextText). */
 export interface SpooledSnapshot extends SnapshotReader {
@@ -80,8 +70,10 @@ export interface SpoolOptions {
 interface BudgetHolder {
   /** Bytes it holds in the budget. */
   readonly heldBytes: number;
-  /** Whether its answer has started (it can no longer be refused cleanly, only cut). */
+  /** Whether its readers have started (it can no longer be refused cleanly, only cut). */
   readonly answering: boolean;
+  /** Whole and kept for requests to come, with no reader now: dropping it cuts no one. */
+  readonly idle: boolean;
   /** Stops it with `err`, giving back what it holds at once. */
   evict(err: ApiError): void;
 }
@@ -89,8 +81,9 @@ interface BudgetHolder {
 /**
  * The bytes that all spools may take on disk together, given to the oldest first: a
  * spool that needs room takes it back from younger ones whose answer has not started
- * (they are refused with 503 before any byte), and a spool whose answer starts before
- * its spooling ends is the oldest one, so a snapshot within the budget always finishes.
+ * (they are refused with 503 before any byte) or from idle ones kept for later requests,
+ * and a spool whose answer starts before its spooling ends is the oldest one, so a
+ * snapshot within the budget always finishes.
  */
 export class SpoolBudget {
   private used = 0;
@@ -113,9 +106,13 @@ export class SpoolBudget {
     this.holders.delete(holder);
   }
 
-  /** Whether no spool older than `holder` holds bytes or spools. */
+  /** Whether no spool older than `holder` holds bytes or spools, idle ones aside. */
   isOldest(holder: BudgetHolder): boolean {
-    return this.holders.values().next().value === holder;
+    for (const other of this.holders) {
+      if (other === holder) return true;
+      if (!other.idle) return false;
+    }
+    return false;
   }
 
   /** Takes `bytes` for `holder`, from younger spools not yet answering if need be; else throws 503. */
@@ -135,16 +132,18 @@ export class SpoolBudget {
     this.used -= bytes;
   }
 
-  /** Refuses the youngest spools that have not answered yet, until `bytes` fit or none is left. */
+  /**
+   * Drops idle spools, then refuses the youngest spools that have not answered yet,
+   * until `bytes` fit or none is left.
+   */
   private reclaim(bytes: number, holder: BudgetHolder): void {
-    const younger = [...this.holders];
-    younger.splice(0, younger.indexOf(holder) + 1);
-    for (const other of younger.reverse()) {
+    const all = [...this.holders];
+    const younger = all.slice(all.indexOf(holder) + 1).reverse();
+    const candidates = [...all.filter((other) => other.idle && other !== holder), ...younger.filter((other) => !other.idle)];
+    for (const other of candidates) {
       if (this.used + bytes <= this.maxBytes) return;
-      if (other.answering || other.heldBytes === 0) continue;
-      other.evict(
-        databaseUnavailable(`an older snapshot needs the spool space (STATELOG_SPOOL_MAX_BYTES, ${this.maxBytes} bytes); retry later`),
-      );
+      if ((other.answering && !other.idle) || other.heldBytes === 0) continue;
+      other.evict(databaseUnavailable(`a snapshot needs the spool space (STATELOG_SPOOL_MAX_BYTES, ${this.maxBytes} bytes); retry later`));
     }
   }
 }
@@ -181,17 +180,18 @@ export async function checkSpoolFolder(dir: string, budget: SpoolBudget): Promis
 
 /**
  * Spools the whole of `reader` (its lines in `shape`) into a spool file in `dir` and
- * returns a reader of the copy once its first START_BYTES are written; the spooling goes
- * on behind it. Throws 503 `unavailable` when the budget or the disk has no room, or once
- * `signal` aborts (shutdown), before that; the store's reader is closed however this ends.
+ * returns the spool once its first START_BYTES are written; the spooling goes on behind
+ * it. Throws 503 `unavailable` when the budget or the disk has no room, or once `signal`
+ * aborts (shutdown), before that; the store's reader is closed however this ends. The
+ * spool lives while a reader or a hold has it: the caller gets it with one hold, to let go.
  */
-export async function spoolSnapshot(
+export async function openSpool(
   reader: SnapshotReader,
   shape: SnapshotShape,
   dir: string,
   budget: SpoolBudget,
   options: SpoolOptions = {},
-): Promise<SpooledSnapshot> {
+): Promise<{ spool: Spool; release: () => void }> {
   const path = join(dir, `.statelog-spool-${randomUUID()}`);
   let file: FileHandle;
   try {
@@ -203,54 +203,66 @@ export async function spoolSnapshot(
     if (fault) budget.folderFault = fault.message;
     throw isNoSpace(err) ? noSpace() : (fault ?? err);
   }
-  const spooled = new Spooled(reader, shape, file, budget, options);
-  spooled.spool(path);
+  const spool = new Spool(reader, shape, file, budget, options);
+  const release = spool.hold();
+  spool.spool(path);
   try {
-    await spooled.started;
+    await spool.started;
   } catch (err) {
-    spooled.close();
+    release();
     throw err;
   }
-  return spooled;
+  return { spool, release };
+}
+
+/** A spool with one reader, which gives it back when it closes. */
+export async function spoolSnapshot(
+  reader: SnapshotReader,
+  shape: SnapshotShape,
+  dir: string,
+  budget: SpoolBudget,
+  options: SpoolOptions = {},
+): Promise<SpooledSnapshot> {
+  const { spool, release } = await openSpool(reader, shape, dir, budget, options);
+  const attached = spool.attach();
+  release();
+  return attached;
 }
 
 const noSpace = (): ApiError => databaseUnavailable('no disk space to spool the snapshot; retry later');
 
-class Spooled implements SpooledSnapshot, BudgetHolder {
+export class Spool implements BudgetHolder {
   readonly offset: number;
   readonly epoch: string;
   readonly digest: bigint;
-  /** Resolves once the answer may start; rejects if the spooling failed before. */
+  /** Resolves once readers may start; rejects if the spooling failed before. */
   readonly started: Promise<void>;
+  /** Resolves once the spooling has stopped, whole or not. */
+  readonly stopped: Promise<void>;
   count = 0;
   /** Bytes in the file, and taken from the budget (a write in flight included). */
-  private written = 0;
+  written = 0;
   private taken = 0;
-  /** Whether the answer has started (`started` resolved). */
-  answering = false;
-  private done = false;
-  private failure: { err: unknown } | null = null;
+  done = false;
+  failure: { err: unknown } | null = null;
   /** Whether the spooling still runs (the file is closed only once it has stopped). */
   private spooling = true;
-  private closed = false;
-  /** The reader's wait for more to be spooled. */
-  private waiting: (() => void) | null = null;
-  private onStart!: { resolve(): void; reject(err: unknown): void };
+  /** Readers attached and holds taken: the spool goes when both are none. */
+  private users = 0;
+  private readers = 0;
+  /** Whether readers may start (`started` resolved): it can no longer be refused cleanly, only cut. */
+  answering = false;
+  private gone = false;
+  /** Settled at the next step of the spooling: readers that caught up wait for it. */
+  private step = deferred();
+  private onStart = deferred();
+  private onStop = deferred();
   private readonly spooledDigest: SnapshotDigest | null;
-  private position = 0;
-  private pending = '';
-  private start = 0;
-  private readonly decoder = new StringDecoder('utf8');
-  private buffer: Buffer | null = null;
-  /** Chunks the reader takes before the file's unread bytes, and their spare buffers. */
-  private held: HeldChunk[] = [];
-  private spare: Buffer[] = [];
-  private allocated = 0;
 
   constructor(
     private readonly reader: SnapshotReader,
     private readonly shape: SnapshotShape,
-    private readonly file: FileHandle,
+    readonly file: FileHandle,
     private readonly budget: SpoolBudget,
     private readonly options: SpoolOptions,
   ) {
@@ -258,12 +270,20 @@ class Spooled implements SpooledSnapshot, BudgetHolder {
     this.epoch = reader.epoch;
     this.digest = reader.digest;
     this.spooledDigest = options.digest ? new SnapshotDigest(reader, options.digest.whole) : null;
-    this.started = new Promise((resolve, reject) => (this.onStart = { resolve, reject }));
+    this.started = this.onStart.promise;
+    this.stopped = this.onStop.promise;
+    // Whoever awaits them sees the failure; unawaited, it is not an unhandled rejection.
+    this.started.catch(() => {});
     budget.join(this);
   }
 
   get heldBytes(): number {
     return this.taken;
+  }
+
+  /** Kept whole for requests to come, with no reader now: its room may be taken back. */
+  get idle(): boolean {
+    return this.done && this.readers === 0;
   }
 
   evict(err: ApiError): void {
@@ -273,9 +293,55 @@ class Spooled implements SpooledSnapshot, BudgetHolder {
     this.moved();
   }
 
+  /** Whether the spool still serves readers: not failed, not gone. */
+  get usable(): boolean {
+    return !this.gone && this.failure === null;
+  }
+
   digestHex(): string {
     if (!this.spooledDigest) throw new Error('the snapshot was spooled without its digest');
     return this.spooledDigest.hex();
+  }
+
+  /** A reader of the spool from its first byte; the spool stays while it is open. */
+  attach(): SpooledSnapshot {
+    if (!this.usable) throw new Error('the spool is gone');
+    this.users++;
+    this.readers++;
+    return new SpoolReader(this, this.shape);
+  }
+
+  /** Keeps the spool without a reader; the returned function lets it go (once). */
+  hold(): () => void {
+    if (this.gone) throw new Error('the spool is gone');
+    this.users++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      this.leave();
+    };
+  }
+
+  /** A reader lets go. */
+  detach(): void {
+    this.readers--;
+    this.leave();
+  }
+
+  /** A reader or a hold lets go: the last one stops the spooling and frees the file. */
+  private leave(): void {
+    this.users--;
+    if (this.users > 0) return;
+    this.gone = true;
+    // The spooling stops at its next step; the file goes once it has.
+    this.moved();
+    this.release();
+  }
+
+  /** Resolves at the spooling's next step (more bytes, the end, a failure). */
+  nextStep(): Promise<void> {
+    return this.step.promise;
   }
 
   /** Runs the spooling to its end (or failure, or close); `path` is unlinked first. */
@@ -292,9 +358,167 @@ class Spooled implements SpooledSnapshot, BudgetHolder {
         this.reader.close();
         this.spooling = false;
         this.moved();
+        this.onStop.resolve();
         this.release();
       }
     })();
+  }
+
+  /** Text rendered by the store, written as it comes: the store makes the next meanwhile. */
+  private async spoolChunks(next: (shape: SnapshotShape) => Promise<{ text: Uint8Array; count: number }>): Promise<void> {
+    for (;;) {
+      this.check();
+      const { text, count } = await next(this.shape);
+      if (count === 0) break;
+      this.spooledDigest?.addText(text);
+      // The text is the store's again at the next call: written before that.
+      await this.write(text);
+      this.count += count;
+      this.moved();
+    }
+  }
+
+  /** Lines gathered into large writes, each overlapping the reading of the next pages. */
+  private async spoolLines(): Promise<void> {
+    let buffer = Buffer.allocUnsafe(WRITE_BYTES);
+    let spare = Buffer.allocUnsafe(WRITE_BYTES);
+    let filled = 0;
+    let lines = 0;
+    let writing: Promise<void> = Promise.resolve();
+    // The count moves with the bytes a reader can read, never ahead of them.
+    const write = (bytes: Uint8Array, count: number): void => {
+      writing = writing.then(async () => {
+        await this.write(bytes);
+        this.count += count;
+        this.moved();
+      });
+      // Its failure is kept by the promise, awaited before the next write or at the end.
+      writing.catch(() => {});
+    };
+    const flush = async (): Promise<void> => {
+      if (filled === 0) return;
+      await writing;
+      write(buffer.subarray(0, filled), lines);
+      [buffer, spare] = [spare, buffer];
+      filled = 0;
+      lines = 0;
+    };
+    try {
+      for (;;) {
+        this.check();
+        const page = await this.reader.nextJson(this.shape, FILL_ROWS, FILL_CHARS);
+        if (page.length === 0) break;
+        this.spooledDigest?.add(page);
+        const text = `${page.join('\n')}\n`;
+        const length = Buffer.byteLength(text);
+        if (filled + length > buffer.length) await flush();
+        if (length > buffer.length) {
+          await writing;
+          write(Buffer.from(text), page.length);
+        } else {
+          filled += buffer.write(text, filled);
+          lines += page.length;
+        }
+        // The store's reads may be synchronous (SQLite): other requests get a turn between pages.
+        await new Promise(setImmediate);
+      }
+      await flush();
+    } finally {
+      await writing.catch(() => {});
+    }
+    await writing;
+  }
+
+  private check(): void {
+    if (this.gone) throw new Error('the snapshot is closed');
+    if (this.failure) throw this.failure.err;
+    if (this.options.signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
+  }
+
+  /** Appends `chunk` to the file, within the budget. */
+  private async write(chunk: Uint8Array): Promise<void> {
+    // Refused meanwhile to make room for an older spool: take nothing more.
+    if (this.failure) throw this.failure.err;
+    this.budget.take(chunk.length, this);
+    this.taken += chunk.length;
+    let at = 0;
+    while (at < chunk.length) {
+      const { bytesWritten } = await this.file.write(chunk, at, chunk.length - at, this.written + at);
+      at += bytesWritten;
+    }
+    this.written += chunk.length;
+  }
+
+  /** Wakes the readers waiting for the spool, and lets them start once they may. */
+  private moved(): void {
+    if (this.failure) this.onStart.reject(this.failure.err);
+    else if (this.mayStart()) {
+      this.answering = true;
+      this.onStart.resolve();
+    }
+    const step = this.step;
+    this.step = deferred();
+    step.resolve();
+  }
+
+  /**
+   * Whether readers may start. Before its spooling ends, only the oldest spool starts: a
+   * younger one may yet be refused to give it room, and is then refused before any byte.
+   */
+  private mayStart(): boolean {
+    return this.answering || this.done || (this.written >= START_BYTES && this.budget.isOldest(this));
+  }
+
+  private release(): void {
+    if (!this.gone || this.spooling) return;
+    this.budget.give(this.taken);
+    this.taken = 0;
+    this.budget.leave(this);
+    // A read in flight fails on the closed handle; its stream is being torn down then.
+    void this.file.close().catch(() => {});
+  }
+}
+
+interface Deferred {
+  promise: Promise<void>;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+  return { promise, resolve, reject };
+}
+
+/** One reader's position in a spool. */
+class SpoolReader implements SpooledSnapshot {
+  readonly offset: number;
+  readonly epoch: string;
+  readonly digest: bigint;
+  private position = 0;
+  private closed = false;
+  private pending = '';
+  private start = 0;
+  private readonly decoder = new StringDecoder('utf8');
+  private buffer: Buffer | null = null;
+
+  constructor(
+    private readonly spool: Spool,
+    private readonly shape: SnapshotShape,
+  ) {
+    this.offset = spool.offset;
+    this.epoch = spool.epoch;
+    this.digest = spool.digest;
+  }
+
+  get count(): number {
+    return this.spool.count;
+  }
+
+  digestHex(): string {
+    return this.spool.digestHex();
   }
 
   async nextText(): Promise<string | null> {
@@ -306,21 +530,15 @@ class Spooled implements SpooledSnapshot, BudgetHolder {
   }
 
   async readInto(buffer: Buffer): Promise<number> {
+    const spool = this.spool;
     for (;;) {
       if (this.closed) throw new Error('the snapshot is closed');
-      if (this.failure) throw this.failure.err;
-      if (this.held.length > 0 || this.position < this.written) break;
-      if (this.done) return 0;
-      await new Promise<void>((resolve) => (this.waiting = resolve));
+      if (spool.failure) throw spool.failure.err;
+      if (this.position < spool.written) break;
+      if (spool.done) return 0;
+      await spool.nextStep();
     }
-    const chunk = this.held[0];
-    if (chunk) {
-      const bytes = chunk.bytes.copy(buffer, 0, chunk.taken, Math.min(chunk.length, chunk.taken + buffer.length));
-      chunk.taken += bytes;
-      if (chunk.taken === chunk.length) this.spare.push(this.held.shift()!.bytes);
-      return bytes;
-    }
-    const { bytesRead } = await this.file.read(buffer, 0, Math.min(buffer.length, this.written - this.position), this.position);
+    const { bytesRead } = await spool.file.read(buffer, 0, Math.min(buffer.length, spool.written - this.position), this.position);
     if (bytesRead === 0) throw new Error('the snapshot spool ended early');
     if (this.closed) throw new Error('the snapshot is closed');
     this.position += bytesRead;
@@ -352,134 +570,6 @@ class Spooled implements SpooledSnapshot, BudgetHolder {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    // The spooling stops at its next step; the file goes once it has.
-    this.moved();
-    this.release();
-  }
-
-  /** Text rendered by the store, written as it comes: the store makes the next meanwhile. */
-  private async spoolChunks(next: (shape: SnapshotShape) => Promise<{ text: Uint8Array; count: number }>): Promise<void> {
-    for (;;) {
-      this.check();
-      const { text, count } = await next(this.shape);
-      if (count === 0) break;
-      this.spooledDigest?.addText(text);
-      // The text is the store's again at the next call: copied or written before that.
-      await this.append(text);
-      this.count += count;
-    }
-  }
-
-  /** Lines gathered into large writes, each overlapping the reading of the next pages. */
-  private async spoolLines(): Promise<void> {
-    let buffer = Buffer.allocUnsafe(WRITE_BYTES);
-    let spare = Buffer.allocUnsafe(WRITE_BYTES);
-    let filled = 0;
-    let writing: Promise<void> = Promise.resolve();
-    const flush = async (): Promise<void> => {
-      if (filled === 0) return;
-      await writing;
-      writing = this.append(buffer.subarray(0, filled));
-      // Its failure is kept by the promise, awaited before the next write or at the end.
-      writing.catch(() => {});
-      [buffer, spare] = [spare, buffer];
-      filled = 0;
-    };
-    try {
-      for (;;) {
-        this.check();
-        const lines = await this.reader.nextJson(this.shape, FILL_ROWS, FILL_CHARS);
-        if (lines.length === 0) break;
-        this.count += lines.length;
-        this.spooledDigest?.add(lines);
-        const text = `${lines.join('\n')}\n`;
-        const length = Buffer.byteLength(text);
-        if (filled + length > buffer.length) await flush();
-        if (length > buffer.length) {
-          await writing;
-          writing = this.append(Buffer.from(text));
-          writing.catch(() => {});
-        } else filled += buffer.write(text, filled);
-        // The store's reads may be synchronous (SQLite): other requests get a turn between pages.
-        await new Promise(setImmediate);
-      }
-      await flush();
-    } finally {
-      await writing.catch(() => {});
-    }
-    await writing;
-  }
-
-  private check(): void {
-    if (this.closed) throw new Error('the snapshot is closed');
-    if (this.failure) throw this.failure.err;
-    if (this.options.signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
-  }
-
-  /**
-   * Hands `chunk` to a reader that keeps up, through memory, or else appends it to the
-   * file. Both spoolers await each append before the next, so no write is under way here.
-   */
-  private async append(chunk: Uint8Array): Promise<void> {
-    const keepsUp = this.answerMayStart() && this.position === this.written;
-    const bytes = keepsUp && chunk.length <= WRITE_BYTES ? this.spareBuffer() : null;
-    if (!bytes) return this.write(chunk);
-    bytes.set(chunk);
-    this.held.push({ bytes, length: chunk.length, taken: 0 });
-    this.moved();
-  }
-
-  private spareBuffer(): Buffer | null {
-    if (this.spare.length > 0) return this.spare.pop()!;
-    if (this.allocated === MEMORY_CHUNKS) return null;
-    this.allocated++;
-    return Buffer.allocUnsafeSlow(WRITE_BYTES);
-  }
-
-  /** Appends `chunk` to the file, within the budget. */
-  private async write(chunk: Uint8Array): Promise<void> {
-    // Refused meanwhile to make room for an older spool: take nothing more.
-    if (this.failure) throw this.failure.err;
-    this.budget.take(chunk.length, this);
-    this.taken += chunk.length;
-    let at = 0;
-    while (at < chunk.length) {
-      const { bytesWritten } = await this.file.write(chunk, at, chunk.length - at, this.written + at);
-      at += bytesWritten;
-    }
-    this.written += chunk.length;
-    this.moved();
-  }
-
-  /** Wakes the reader waiting for the spool, and starts the answer once it may. */
-  private moved(): void {
-    if (this.failure) this.onStart.reject(this.failure.err);
-    else if (this.answerMayStart()) {
-      this.answering = true;
-      this.onStart.resolve();
-    }
-    const waiting = this.waiting;
-    this.waiting = null;
-    waiting?.();
-  }
-
-  /**
-   * Whether the answer may start (see above); chunks may be held in memory from then on.
-   * Before its spooling ends, only the oldest spool starts: a younger one may yet be
-   * refused to give it room, and is then refused before any byte.
-   */
-  private answerMayStart(): boolean {
-    return this.answering || this.done || (this.written >= START_BYTES && this.budget.isOldest(this));
-  }
-
-  private release(): void {
-    if (!this.closed || this.spooling) return;
-    this.budget.give(this.taken);
-    this.taken = 0;
-    this.budget.leave(this);
-    this.held = [];
-    this.spare = [];
-    // A read in flight fails on the closed handle; the stream is being torn down then.
-    void this.file.close().catch(() => {});
+    this.spool.detach();
   }
 }

@@ -10,7 +10,7 @@ import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changeStreamSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import type { SnapshotSlots } from '../feed/snapshot-slots.js';
+import type { SharedSnapshots } from '../feed/shared-snapshots.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
 import { OneKeySnapshot } from '../feed/one-key-snapshot.js';
@@ -19,27 +19,19 @@ import type { LogStore, SnapshotReader } from '../store/log-store.js';
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */
 const STOPPED_READER_MS = 1000;
 
-export interface ChangeStreamRouteOptions {
-  services: AppServices;
-  slots: SnapshotSlots;
-}
-
 /**
- * The snapshot a stream starts with: the keys with the prefix, or the one key. Keys that
- * start with a key sort after it, so its entry, if live, is the first of that prefix.
+ * The snapshot a stream starts with, at least as new as the database's head now: the keys
+ * with the prefix, or the one key. Keys that start with a key sort after it, so its
+ * entry, if live, is the first of that prefix.
  */
-async function openSnapshot(
-  slots: SnapshotSlots,
-  store: LogStore,
-  filter: ReadFilter,
-  signal: AbortSignal,
-): Promise<{ reader: SnapshotReader; release: () => void }> {
-  if (filter.key === undefined) return slots.open(store, filter.prefix, 'record', { signal, ...(filter.within ? { within: filter.within } : {}) });
-  const opened = await slots.open(store, filter.key, 'record', { signal });
-  return { reader: new OneKeySnapshot(opened.reader, filter.key), release: opened.release };
+async function openSnapshot(snapshots: SharedSnapshots, store: LogStore, filter: ReadFilter): Promise<SnapshotReader> {
+  const minOffset = (await store.readPosition()).head;
+  if (filter.key === undefined) return (await snapshots.open({ filter, shape: 'record', minOffset })).reader;
+  const { reader } = await snapshots.open({ filter: { prefix: filter.key }, shape: 'record', minOffset });
+  return new OneKeySnapshot(reader, filter.key);
 }
 
-export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
+export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, options) => {
   const { store, notifier, lifecycle, metrics, watchers } = options.services;
   const tail = new TailPages(store, recordEvents);
 
@@ -71,7 +63,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     }
 
     const release = watchers.acquireFor(req);
-    const opening = withSnapshot ? openSnapshot(options.slots, store, filter, lifecycle.shutdown) : null;
+    const opening = withSnapshot ? openSnapshot(options.services.snapshots, store, filter) : null;
     const snapshot = await opening?.catch((err: unknown) => {
       release();
       throw err;

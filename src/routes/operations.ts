@@ -6,13 +6,9 @@ import type { AppServices } from '../services.js';
 import { dirtyRatio } from '../store/log-store.js';
 import { isStoreFull } from '../store/unavailable.js';
 import { batchBodyLimit } from './records.js';
-import { checkSpoolFolder } from '../feed/snapshot-spool.js';
-import type { SpoolSettings } from '../feed/snapshot-slots.js';
 
 export interface OperationsOptions {
   services: AppServices;
-  /** The snapshots' spool folder: readiness fails while it cannot be written. */
-  spool: SpoolSettings;
   /** The last compaction run's summary, or null if none ran since start. */
   lastCompaction: () => Static<typeof LastCompaction> | null;
 }
@@ -49,7 +45,8 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       }
       throw databaseUnavailable('the database is not usable', { reason: 'unavailable' });
     }
-    await checkSpoolFolder(options.spool.dir, options.spool.budget);
+    // The snapshots' spool folder: readiness fails while it cannot be written.
+    await options.services.snapshots.checkFolder();
     return { status: 'ready' };
   });
 

@@ -1,16 +1,21 @@
 // GET /v1/snapshot: every live key at one offset, as NDJSON. The snapshot is spooled
-// (feed/snapshot-spool.ts) and its bytes are sent from the spool as fast as the client
+// (feed/snapshot-spool.ts), shared with the requests that may have the same state
+// (feed/shared-snapshots.ts), and its bytes are sent from the spool as fast as the client
 // reads and no faster, with the trailer after them. The answer starts before the spool
 // is complete: a spool that fails after that (no room, a database error, shutdown) cuts
-// the stream, so the trailer is missing, as the contract tells clients to expect.
+// the stream, so the trailer is missing, as every reader is told to expect.
+//
+// Plain, it is the latest state: at least the head when the request arrived. With
+// `minOffset`, any state at that offset or later will do, so the answer is one that
+// caches may keep for STATELOG_SNAPSHOT_MAX_AGE_SECONDS, with an ETag naming its state.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { showsEverything } from '../contract/key-scope.js';
+import { checkReader } from '../feed/change-feed.js';
+import { cacheScope, freshFor, heldOffset, stateTag } from '../http/caching.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestFilter } from '../http/scope.js';
 import { SocketBuffers } from '../http/socket-buffers.js';
 import { snapshotSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import type { SnapshotSlots } from '../feed/snapshot-slots.js';
 import type { SpooledSnapshot } from '../feed/snapshot-spool.js';
 
 /**
@@ -25,20 +30,30 @@ function trailer(reader: SpooledSnapshot): string {
   return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)},"digest":"${reader.digestHex()}"}\n`;
 }
 
-export interface SnapshotRouteOptions {
-  services: AppServices;
-  slots: SnapshotSlots;
-}
-
-export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = async (app, { services, slots }) => {
-  const { store, lifecycle, metrics, config } = services;
+export const snapshotRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
+  const { store, lifecycle, metrics, config, snapshots } = services;
+  const scope = cacheScope(config);
 
   app.get('/v1/snapshot', { schema: snapshotSchema, config: { scope: 'filter' } }, async (req, reply) => {
     // A token with key prefixes is shown its keys only: the count and digest are of those.
     const filter = requestFilter(req, req.query.prefix);
-    const { prefix, within } = filter;
-    const spool = { signal: lifecycle.shutdown, digest: { whole: showsEverything(filter) }, ...(within ? { within } : {}) };
-    const { reader, release } = await slots.open(store, prefix, 'entry', spool);
+    // The database's head, not this node's last word of it: another node may have
+    // acknowledged a write a moment ago.
+    const position = await store.readPosition();
+    const cacheable = req.query.minOffset !== undefined;
+    const minOffset = req.query.minOffset ?? position.head;
+    checkReader(minOffset, { head: position.head, horizon: 0 });
+    const cacheControl = cacheable ? freshFor(scope, config.snapshotMaxAgeSeconds) : 'no-store';
+
+    // A client that holds a state this request accepts needs none.
+    const held = heldOffset(req.headers['if-none-match'], store.epoch);
+    if (held !== null && held >= minOffset && held <= position.head) {
+      metrics.snapshotServed('not_modified');
+      return reply.code(304).headers({ etag: stateTag(store.epoch, held), 'cache-control': cacheControl }).send();
+    }
+
+    const { reader, shared } = await snapshots.open({ filter, shape: 'entry', minOffset });
+    metrics.snapshotServed(shared ? 'shared' : 'read');
 
     const closed = metrics.openStream('snapshot', req.raw);
     let ended = false;
@@ -60,14 +75,18 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
       () => {
         lifecycle.shutdown.removeEventListener('abort', cut);
         reader.close();
-        release();
         closed();
       },
       { stalled: { socket: req.raw.socket, ms: config.stalledReaderMs, cut } },
     );
     return reply
       .type('application/x-ndjson; charset=utf-8')
-      .headers({ 'x-log-offset': String(reader.offset), 'x-log-epoch': reader.epoch, 'cache-control': 'no-store' })
+      .headers({
+        'x-log-offset': String(reader.offset),
+        'x-log-epoch': reader.epoch,
+        etag: stateTag(reader.epoch, reader.offset),
+        'cache-control': cacheControl,
+      })
       .send(stream);
   });
 };
