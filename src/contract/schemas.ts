@@ -173,6 +173,8 @@ export const changesSchema = {
       limit: Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: 1000 }),
       wait: Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS, default: 0 }),
       epoch: Type.Optional(Epoch),
+      // Set by the server in the Link it sends after a long poll ended at the head.
+      cursor: Type.Optional(after()),
     },
     { additionalProperties: false },
   ),

@@ -34,3 +34,61 @@ export function heldOffset(ifNoneMatch: string | undefined, epoch: string): numb
   const offset = Number(match[2]);
   return Number.isSafeInteger(offset) ? offset : null;
 }
+
+/** How long caches may keep a page of history: it never changes. */
+export const HISTORY_MAX_AGE_SECONDS = 31_536_000;
+/**
+ * Followers that waited at the head until their long poll ended are sent on with a
+ * `cursor` that names this interval: those ending within one interval ask the same URL.
+ */
+export const CURSOR_SECONDS = 20;
+
+/** What a changes request asked for, as its URL names it. */
+export interface ChangesPosition {
+  after: number;
+  epoch: string;
+  prefix?: string | undefined;
+  key?: string | undefined;
+  limit: number;
+  wait: number;
+  cursor?: number | undefined;
+}
+
+/**
+ * The URL of a changes request, its parameters in one fixed order (omitting those at
+ * their default), so that followers at the same position ask the very same URL.
+ */
+export function changesUrl(position: ChangesPosition): string {
+  const params = new URLSearchParams();
+  params.set('after', String(position.after));
+  if (position.cursor !== undefined) params.set('cursor', String(position.cursor));
+  params.set('epoch', position.epoch);
+  if (position.key !== undefined) params.set('key', position.key);
+  params.set('limit', String(position.limit));
+  if (position.prefix) params.set('prefix', position.prefix);
+  if (position.wait > 0) params.set('wait', String(position.wait));
+  return `/v1/changes?${params.toString()}`;
+}
+
+/**
+ * The next request after a page, and how long caches may keep the page. A page that
+ * moved the reader on is history, the same for ever. A page that did not (a long poll
+ * that ended at the head) is kept a second at most, and sends the reader on to a URL
+ * with a new `cursor`, never the one just answered: a cache cannot hold it back.
+ */
+export function nextChanges(
+  asked: ChangesPosition & { epochGiven: boolean },
+  next: number,
+  scope: CacheScope,
+  now = Date.now(),
+): { link: string; cacheControl: string } {
+  const { epochGiven, cursor, ...position } = asked;
+  if (next > asked.after) {
+    const link = changesUrl({ ...position, after: next });
+    // Without the epoch in its URL, a page may be of another epoch after a restore.
+    return { link, cacheControl: epochGiven ? immutable(scope, HISTORY_MAX_AGE_SECONDS) : 'no-store' };
+  }
+  const interval = Math.floor(now / 1000 / CURSOR_SECONDS);
+  const link = changesUrl({ ...position, after: next, cursor: Math.max(interval, (cursor ?? -1) + 1) });
+  return { link, cacheControl: epochGiven ? freshFor(scope, 1) : 'no-store' };
+}

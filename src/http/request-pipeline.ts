@@ -87,7 +87,7 @@ export function frameworkErrors(auth: Authenticator | null, accessLog: AccessLog
  */
 export const CORS_HEADERS = {
   allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
-  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate'],
+  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate', 'link'],
 };
 
 export interface RequestPipelineOptions {

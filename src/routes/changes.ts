@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, readFeed, type FeedPage } from '../feed/change-feed.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
 import { recordJson } from '../contract/render.js';
+import { cacheScope, nextChanges } from '../http/caching.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changesSchema } from '../contract/schemas.js';
@@ -22,10 +23,11 @@ function pageJson(page: FeedPage, epoch: string): string {
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, notifier, lifecycle, metrics, watchers } = services;
+  const { store, notifier, lifecycle, metrics, watchers, config } = services;
+  const scope = cacheScope(config);
 
   app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
-    const { after, limit, wait, epoch } = req.query;
+    const { after, limit, wait, epoch, cursor } = req.query;
     const filter = requestFilter(req, req.query.prefix, req.query.key);
     checkEpoch(epoch, store.epoch);
     const deadline = Date.now() + wait * 1000;
@@ -57,6 +59,11 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
         release();
       }
     }
+    // Every answer names the request to make next, so that followers at one position
+    // ask one URL and a cache in front answers them all with one request.
+    const asked = { after, epoch: store.epoch, epochGiven: epoch !== undefined, prefix: req.query.prefix, key: req.query.key, limit, wait, cursor };
+    const { link, cacheControl } = nextChanges(asked, page.next, scope);
+    reply.headers({ link: `<${link}>; rel="next"`, 'cache-control': cacheControl });
     return sendJsonText(reply, pageJson(page, store.epoch));
   });
 };
