@@ -58,13 +58,23 @@ describe('docker-compose.yml', () => {
     expect(env.STATELOG_DB!.startsWith('/data/')).toBe(true);
   });
 
-  it('keeps the postgres profile out of a plain `docker compose up`', () => {
-    const others = Object.entries(compose.services).filter(([name]) => name !== 'statelog');
+  it('keeps the postgres and cache profiles out of a plain `docker compose up`', () => {
+    const others = Object.entries(compose.services).filter(([name]) => name !== 'statelog' && name !== 'statelog-cache');
     expect(others.map(([name]) => name).sort()).toEqual(['postgres', 'statelog-lb', 'statelog-pg-1', 'statelog-pg-2']);
     for (const [, other] of others) expect((other as { profiles?: string[] }).profiles).toEqual(['postgres']);
+    expect((compose.services['statelog-cache'] as { profiles?: string[] }).profiles).toEqual(['cache']);
     expect(Object.keys(compose.volumes)).toContain('statelog-pg-data');
     // Nothing in the file fails to interpolate when STATELOG_PG_PASSWORD is unset.
     expect(read('docker-compose.yml')).not.toMatch(/\$\{[A-Z_]+:\?/);
+  });
+
+  it('runs nginx with the template where the official image fills templates in, given every variable it names', () => {
+    const cache = compose.services['statelog-cache'] as { image: string; volumes: string[]; environment: Record<string, string> };
+    expect(cache.image).toMatch(/^nginx:/);
+    expect(cache.volumes).toEqual(['./deploy/nginx/statelog.conf.template:/etc/nginx/templates/statelog.conf.template:ro']);
+    const named = new Set([...read('deploy/nginx/statelog.conf.template').matchAll(/\$\{(\w+)\}/g)].map((match) => match[1]));
+    expect([...named].sort()).toEqual(Object.keys(cache.environment).sort());
+    expect(cache.environment.STATELOG_UPSTREAM).toBe(`statelog:${env.PORT}`);
   });
 
   it('publishes the port the service listens on', () => {

@@ -158,6 +158,8 @@ export const snapshotSchema = {
       prefix: Prefix,
       // Any state at this offset or later will do: a shared or cached one may answer.
       minOffset: Type.Optional(after()),
+      // A reader told of a new epoch asks for a state of that one, which no cache holds yet.
+      epoch: Type.Optional(Epoch),
     },
     { additionalProperties: false },
   ),

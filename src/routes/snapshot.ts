@@ -9,7 +9,7 @@
 // `minOffset`, any state at that offset or later will do, so the answer is one that
 // caches may keep for STATELOG_SNAPSHOT_MAX_AGE_SECONDS, with an ETag naming its state.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkReader } from '../feed/change-feed.js';
+import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { cacheScope, freshFor, heldOffset, stateTag } from '../http/caching.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestFilter } from '../http/scope.js';
@@ -37,6 +37,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
   app.get('/v1/snapshot', { schema: snapshotSchema, config: { scope: 'filter' } }, async (req, reply) => {
     // A token with key prefixes is shown its keys only: the count and digest are of those.
     const filter = requestFilter(req, req.query.prefix);
+    checkEpoch(req.query.epoch, store.epoch);
     // The database's head, not this node's last word of it: another node may have
     // acknowledged a write a moment ago.
     const position = await store.readPosition();
