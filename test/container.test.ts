@@ -69,7 +69,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('runs nginx with the template where the official image fills templates in, given every variable it names', () => {
-    const cache = compose.services['statelog-cache'] as { image: string; volumes: string[]; environment: Record<string, string> };
+    const cache = compose.services['statelog-cache'] as unknown as { image: string; volumes: string[]; environment: Record<string, string> };
     expect(cache.image).toMatch(/^nginx:/);
     expect(cache.volumes).toEqual(['./deploy/nginx/statelog.conf.template:/etc/nginx/templates/statelog.conf.template:ro']);
     const named = new Set([...read('deploy/nginx/statelog.conf.template').matchAll(/\$\{(\w+)\}/g)].map((match) => match[1]));
