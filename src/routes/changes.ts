@@ -3,6 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, readFeed, type FeedPage } from '../feed/change-feed.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
 import { recordJson } from '../contract/render.js';
+import { TailPages } from '../feed/tail-pages.js';
+import type { StoredRecord } from '../store/log-store.js';
 import { cacheScope, nextChanges } from '../http/caching.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
@@ -17,14 +19,17 @@ import { sendJsonText } from '../writes/write-request.js';
  */
 export const CHANGES_PAGE_CHARS = 8 * 1024 * 1024;
 
-function pageJson(page: FeedPage, epoch: string): string {
-  const records = page.records.map(recordJson).join(',');
+const recordsJson = (records: StoredRecord[]): string => records.map(recordJson).join(',');
+
+function pageJson(page: FeedPage, epoch: string, records = recordsJson(page.records)): string {
   return `{"records":[${records}],"next":${page.next},"head":${page.head},"epoch":${JSON.stringify(epoch)}}`;
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
   const { store, notifier, lifecycle, metrics, watchers, config } = services;
   const scope = cacheScope(config);
+  // Polls woken by one commit at one position and filter share one read and one rendering.
+  const tail = new TailPages(store, recordsJson);
 
   app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const { after, limit, wait, epoch, cursor } = req.query;
@@ -36,6 +41,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     // A client that left while its read waited for its turn is not read for.
     const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
     let page = await readFeed(store, query, gone);
+    let rendered: string | undefined;
     // Waits only at the head: a filtered read that stopped at its scan bound answers at
     // once with the position it reached, and the reader continues from there.
     if (page.records.length === 0 && page.next >= page.head && wait > 0) {
@@ -49,7 +55,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
           if (notifier.head <= page.next) await waiter.wait(deadline);
           if (lifetime.signal.aborted) break;
-          page = await readFeed(store, { ...query, after: page.next }, gone);
+          ({ page, text: rendered } = await tail.read({ ...query, after: page.next }));
           if (page.next < page.head) break;
         }
       } finally {
@@ -64,6 +70,6 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
     const asked = { after, epoch: store.epoch, epochGiven: epoch !== undefined, prefix: req.query.prefix, key: req.query.key, limit, wait, cursor };
     const { link, cacheControl } = nextChanges(asked, page.next, scope);
     reply.headers({ link: `<${link}>; rel="next"`, 'cache-control': cacheControl });
-    return sendJsonText(reply, pageJson(page, store.epoch));
+    return sendJsonText(reply, pageJson(page, store.epoch, rendered));
   });
 };
