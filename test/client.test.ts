@@ -138,6 +138,29 @@ describe('StatelogClient streams', () => {
     ]);
   });
 
+  it('follows each page\'s Link, so followers at one position ask one URL, and takes a snapshot with minOffset', async () => {
+    await client.batch(Array.from({ length: 5 }, (_, i) => ({ key: `l/${i}`, value: i })));
+    const snapshot = await client.snapshot({ prefix: 'l/', minOffset: 3 });
+    expect(snapshot.offset).toBeGreaterThanOrEqual(5);
+    for await (const entry of snapshot) void entry;
+    const first = await client.changesPage({ after: 0, prefix: 'l/', limit: 2 });
+    expect(first.link).toBe(`/v1/changes?after=2&epoch=${first.epoch}&limit=2&prefix=l%2F`);
+    const asked: string[] = [];
+    t.app.server.on('request', (req: { url: string }) => asked.push(req.url));
+    const abort = new AbortController();
+    const offsets: number[] = [];
+    try {
+      for await (const record of client.changes({ after: 0, prefix: 'l/', limit: 2, signal: abort.signal })) {
+        offsets.push(record.offset);
+        if (offsets.length === 5) abort.abort();
+      }
+    } catch (err) {
+      if (!abort.signal.aborted) throw err;
+    }
+    expect(offsets).toEqual([1, 2, 3, 4, 5]);
+    expect(asked.slice(1, 3)).toEqual([`${first.link!}&wait=30`, `/v1/changes?after=4&epoch=${first.epoch}&limit=2&prefix=l%2F&wait=30`]);
+  });
+
   it('throws CutStreamError when a snapshot ends without its last line', async () => {
     const big = 'x'.repeat(2000);
     for (let i = 0; i < 10; i++) {

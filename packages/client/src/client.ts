@@ -52,6 +52,8 @@ export type BatchItem =
 export type BatchResult = Static<(typeof postRecordsSchema)['response'][200]>;
 
 export type ChangesPage<T = unknown> = Omit<Static<(typeof changesSchema)['response'][200]>, 'records'> & {
+  /** The request to make next, as the server's `Link: rel="next"` names it. */
+  link?: string;
   records: LogRecord<T>[];
 };
 
@@ -77,6 +79,18 @@ export type LastCompaction = Static<typeof LastCompactionSchema>;
 
 /** What one compaction pass removed, and the horizon and head it ran at. */
 export type CompactResult = Static<(typeof compactSchema)['response'][200]>;
+
+export interface SnapshotOptions {
+  prefix?: string;
+  /**
+   * Any state at this offset or later will do (a checkpoint's offset, or 0): the server
+   * may answer from a snapshot it shares, and a cache in front may answer it.
+   */
+  minOffset?: number;
+  /** The epoch the state must be of (after a `410 epoch_changed`): no older cached one will do. */
+  epoch?: string;
+  signal?: AbortSignal;
+}
 
 export interface ChangesOptions {
   after: number;
@@ -260,26 +274,39 @@ export class StatelogClient {
   /** One page of changes after `after` (long-polls up to `wait` seconds when empty). */
   async changesPage<T = unknown>(options: ChangesOptions): Promise<ChangesPage<T>> {
     const { signal, ...query } = options;
-    return (await this.json({
-      method: 'GET',
-      path: '/v1/changes',
-      query,
-      retry: true,
-      signal,
-      timeoutMs: (options.wait ?? 0) * 1000 + this.timeoutMs,
-    })) as ChangesPage<T>;
+    return this.changesAt<T>('/v1/changes', query, signal);
   }
 
   /**
-   * Every record after `after`, for ever, by long poll. Throws StatelogError with
-   * mustResnapshot when the server can no longer serve that offset.
+   * Every record after `after`, for ever, by long poll, each request the one the last
+   * page names (`Link: rel="next"`): followers at one position ask one URL, which a
+   * cache in front answers once for all. Throws StatelogError with mustResnapshot when
+   * the server can no longer serve that offset.
    */
   async *changes<T = unknown>(options: ChangesOptions): AsyncGenerator<LogRecord<T>> {
-    let after = options.after;
+    let page = await this.changesPage<T>({ wait: 30, ...options });
     for (;;) {
-      const page = await this.changesPage<T>({ wait: 30, ...options, after });
       yield* page.records;
-      after = page.next;
+      if (page.link) {
+        const next = new URL(page.link, 'http://link.invalid');
+        page = await this.changesAt<T>(next.pathname, Object.fromEntries(next.searchParams), options.signal);
+      } else {
+        page = await this.changesPage<T>({ wait: 30, ...options, after: page.next });
+      }
+    }
+  }
+
+  private async changesAt<T>(path: string, query: Call['query'] & { wait?: number | string }, signal?: AbortSignal): Promise<ChangesPage<T>> {
+    const call = { method: 'GET', path, query, retry: true, signal, timeoutMs: Number(query.wait ?? 0) * 1000 + this.timeoutMs };
+    const { res, done } = await this.attempts(call);
+    try {
+      const page = (await res.json()) as ChangesPage<T>;
+      const link = /^<([^>]+)>;\s*rel="next"/.exec(res.headers.get('link') ?? '')?.[1];
+      return link ? { ...page, link } : page;
+    } catch (err) {
+      throw this.bodyFailure(err, call);
+    } finally {
+      done();
     }
   }
 
@@ -287,7 +314,7 @@ export class StatelogClient {
    * A consistent snapshot: iterate it for every live key at `offset`. Throws
    * CutStreamError if the stream ends without its trailer line.
    */
-  async snapshot<T = unknown>(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<Snapshot<T>> {
+  async snapshot<T = unknown>(options: SnapshotOptions = {}): Promise<Snapshot<T>> {
     return this.openSnapshot(options, (_line, entry) => entry as Entry<T>);
   }
 
@@ -295,18 +322,18 @@ export class StatelogClient {
    * The snapshot's entries as the server wrote them, one JSON line each (the digits of
    * every number kept): for backups. Checked against the trailer as snapshot() is.
    */
-  async snapshotLines(options: { prefix?: string; signal?: AbortSignal } = {}): Promise<SnapshotOf<string>> {
+  async snapshotLines(options: SnapshotOptions = {}): Promise<SnapshotOf<string>> {
     return this.openSnapshot(options, (line) => line);
   }
 
   private async openSnapshot<Item>(
-    options: { prefix?: string; signal?: AbortSignal },
+    options: SnapshotOptions,
     item: (line: string, entry: Entry) => Item,
   ): Promise<SnapshotOf<Item>> {
     const res = await this.send({
       method: 'GET',
       path: '/v1/snapshot',
-      query: { prefix: options.prefix },
+      query: { prefix: options.prefix, minOffset: options.minOffset, epoch: options.epoch },
       retry: true,
       signal: options.signal,
       timeoutMs: 0,

@@ -14,6 +14,7 @@ export type {
   LogRecord,
   Snapshot,
   SnapshotOf,
+  SnapshotOptions,
   Stats,
   WriteOptions,
   Written,
