@@ -40,6 +40,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],
   ['postgres', async () => (await import('./postgres.js')).postgresFigure],
   ['tenants', async () => (await import('./tenants.js')).tenantsFigure],
+  ['followers', async () => (await import('./followers.js')).followersFigure, { alone: true }],
 ];
 
 const NAMES = FIGURES.map(([name]) => name);

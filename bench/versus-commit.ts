@@ -4,11 +4,10 @@
 // request from /proc. On this noisy machine only such same-run pairs tell a change of a
 // few per cent from the drift.
 //   npm run build && npx tsx bench/versus-commit.ts --base <commit> [--get] [--rounds 6 --seconds 3]
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
+import { buildCommit } from './base-build.js';
 import type { HttpRequest } from './closed-loop.js';
 import { processSeconds } from './cpu-share.js';
 import { alternate, ratios } from './figure.js';
@@ -24,26 +23,6 @@ const options = new Command('bench/versus-commit.ts')
   .option('--seconds <n>', 'seconds of load a side a round', Number, 3)
   .parse()
   .opts<{ base: string; get: boolean; rounds: number; seconds: number }>();
-
-/**
- * Compiles `commit` from a temporary worktree into `.base-<sha>/` at the top of this
- * checkout: as deep as dist/, so that its imports find this checkout's node_modules and
- * its `../../migrations` paths the migrations.
- */
-function buildCommit(commit: string): string {
-  const sha = execFileSync('git', ['rev-parse', '--short', commit], { cwd: ROOT, encoding: 'utf8' }).trim();
-  const tree = mkdtempSync(join(tmpdir(), 'statelog-base-'));
-  const out = join(ROOT, `.base-${sha}`);
-  try {
-    execFileSync('git', ['worktree', 'add', '--detach', tree, sha], { cwd: ROOT, stdio: 'ignore' });
-    symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'));
-    mkdirSync(out, { recursive: true });
-    execFileSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json', '--outDir', out], { cwd: tree, stdio: 'inherit' });
-  } finally {
-    execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: ROOT, stdio: 'ignore' });
-  }
-  return out;
-}
 
 const next = (): HttpRequest => (options.get ? { method: 'GET', path: `/v1/keys/${randomKey()}` } : putRequest());
 const baseBuild = buildCommit(options.base);

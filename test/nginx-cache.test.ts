@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../harness/server-process.js';
 import { childServers, type UrlServer } from './support/child-server.js';
 import { cli } from './support/cli.js';
-import { hasNginx, startNginx, type RunningNginx } from './support/nginx.js';
+import { hasNginx, startNginx, type RunningNginx } from '../harness/nginx.js';
 
 const SKIP = !hasNginx && process.env.CI !== 'true';
 if (SKIP) console.warn('nginx cache tests skipped: no nginx (apt-get install nginx)');

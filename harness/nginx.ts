@@ -1,13 +1,14 @@
-// Debian's nginx, run with deploy/nginx/statelog.conf.template filled in as the official
-// image fills it (envsubst of the named variables), in front of a statelog server.
+// nginx (Debian's, for the tests and the benchmarks) run with
+// deploy/nginx/statelog.conf.template filled in as the official image fills it (envsubst
+// of the named variables), in front of a statelog server.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../harness/server-process.js';
+import { freePort } from './server-process.js';
 
 const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path)) ?? null;
-export const TEMPLATE = resolve(dirname(fileURLToPath(import.meta.url)), '../../deploy/nginx/statelog.conf.template');
+export const TEMPLATE = resolve(dirname(fileURLToPath(import.meta.url)), '../deploy/nginx/statelog.conf.template');
 
 /** Whether nginx is installed (CI installs Debian's; a newcomer's machine may not have it). */
 export const hasNginx = NGINX !== null && spawnSync(NGINX, ['-v']).status === 0;
@@ -19,8 +20,8 @@ export function fillTemplate(text: string, values: Record<string, string>): stri
 
 export interface RunningNginx {
   url: string;
-  /** Requests nginx sent on to the server, by path, from its log. */
-  upstreamRequests(): number;
+  /** Requests nginx sent on to the server (those whose path starts with `path`), from its log. */
+  upstreamRequests(path?: string): number;
   stop(): Promise<void>;
 }
 
@@ -71,7 +72,8 @@ http {
   }
   return {
     url,
-    upstreamRequests: () => (existsSync(access) ? readFileSync(access, 'utf8').split('\n').filter((line) => line.trim() !== '').length : 0),
+    upstreamRequests: (path = '/') =>
+      existsSync(access) ? readFileSync(access, 'utf8').split('\n').filter((line) => line.split(' ')[1]?.startsWith(path)).length : 0,
     async stop() {
       proc.kill('SIGQUIT');
       await Promise.race([exited, new Promise((done) => setTimeout(done, 5000))]);
