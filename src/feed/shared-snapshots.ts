@@ -82,6 +82,8 @@ export class SharedSnapshots {
     const joined = list.find((entry) => accepts(entry, wanted.minOffset));
     const entry = joined ?? this.start(key, list, wanted);
     const spool = await entry.opening;
+    // It may have failed meanwhile (shutdown, no room): that failure is this request's too.
+    if (spool.failure) throw spool.failure.err;
     return { reader: spool.attach(), shared: joined !== undefined };
   }
 
