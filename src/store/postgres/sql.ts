@@ -57,11 +57,12 @@ export const GET_SQL = `
   WHERE s.key = $1 AND s.live AND (s.expires_at IS NULL OR s.expires_at > $2)`;
 
 /**
- * Up to $2 keys whose value expired by $1, soonest first, by the partial index. Every
- * node may read the same ones: its delete is conditional on the offset, so one wins.
+ * Up to $2 keys whose value expired by $1, soonest first, by the partial index alone (only
+ * live rows have an expiry). Every node may read the same ones: its delete is
+ * conditional on the offset, so one wins.
  */
 export const DUE_EXPIRIES_SQL = `
-  SELECT key, seq FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1 AND live ORDER BY expires_at LIMIT $2`;
+  SELECT key, seq FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2`;
 
 /**
  * The rows of `rows` (a query with key and value columns, in `order`) up to the one whose

@@ -203,8 +203,9 @@ export function prepareStatements(db: Database.Database): Statements {
     pageCount: db.prepare('PRAGMA page_count').pluck(),
     pageSize: db.prepare('PRAGMA page_size').pluck(),
     oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
+    // Only live rows have an expiry: the index (expires_at, seq) alone answers.
     dueExpiries: db.prepare(
-      `SELECT key, seq AS offset FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1
+      `SELECT key, seq AS offset FROM state INDEXED BY state_expiry WHERE expires_at IS NOT NULL AND expires_at <= ?
        ORDER BY expires_at LIMIT ?`,
     ),
     // Only live rows have an expiry (a delete clears it): the partial index alone answers.
