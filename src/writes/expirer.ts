@@ -40,6 +40,8 @@ export class Expirer {
   expired = 0;
   /** Steps run (reads of due keys), for tests and benchmarks. */
   steps = 0;
+  /** The first step of the next run, when the last one ended in a backlog. */
+  private carried = 0;
 
   constructor(private readonly options: ExpirerOptions) {}
 
@@ -64,8 +66,10 @@ export class Expirer {
   async run(now?: number): Promise<number> {
     const { store, batcher } = this.options;
     const first = this.options.batch ?? EXPIRY_BATCH;
-    let batch = first;
+    let batch = Math.max(first, this.carried);
+    this.carried = 0;
     let written = 0;
+    const stepsBefore = this.steps;
     for (;;) {
       if (this.stopped) return written;
       this.steps += 1;
@@ -84,7 +88,11 @@ export class Expirer {
       this.expired += appended;
       // A short batch was the last; one where nothing was written (every key taken by
       // another node or written again) is not read again in this run.
-      if (due.length < batch || appended === 0) return written;
+      if (due.length < batch || appended === 0) {
+        // Keys kept coming due during the run: the next one starts about where it ended.
+        if (this.steps - stepsBefore > 1) this.carried = Math.min(due.length, MAX_EXPIRY_BATCH);
+        return written;
+      }
       // What others wrote meanwhile is about what comes due per step later on: twice
       // that keeps up and also takes the backlog down.
       const others = store.position().head - before - appended;
