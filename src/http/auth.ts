@@ -75,6 +75,13 @@ export class Authenticator {
   private readonly clientCertificates: boolean;
   /** A connection's certificate CN, read once per connection. */
   private readonly commonNames = new WeakMap<object, string | null>();
+  /**
+   * The last Authorization header each connection sent and the entry it named in the
+   * token set then in force: a keep-alive client repeats its header, which is then
+   * neither parsed nor hashed again. Only the connection's own header is compared with
+   * it, so no timing tells of anyone else's secret.
+   */
+  private readonly presented = new WeakMap<object, { header: string; tokens: TokenSet; entry: TokenEntry | null }>();
 
   constructor(
     private readonly legacy: ReadonlyMap<string, Role> | null,
@@ -124,6 +131,18 @@ export class Authenticator {
     return name === null ? null : (this.tokens.byName.get(name) ?? null);
   }
 
+  /** The entry of the header's bearer token (null: none matches); undefined when it holds no bearer token. */
+  private bearer(request: FastifyRequest, header: string): TokenEntry | null | undefined {
+    const socket = request.raw.socket;
+    const last = this.presented.get(socket);
+    if (last !== undefined && last.header === header && last.tokens === this.tokens) return last.entry;
+    const token = BEARER.exec(header)?.[1];
+    if (token === undefined) return undefined;
+    const entry = this.identify(token);
+    this.presented.set(socket, { header, tokens: this.tokens, entry });
+    return entry;
+  }
+
   /** The refusal for this request, or null when it may go on; sets request.tokenEntry. */
   check(request: FastifyRequest): ApiError | null {
     // routeOptions builds a new object at each read: read once.
@@ -131,12 +150,12 @@ export class Authenticator {
     const needed = requiredRole(request.method, route.url, request.url);
     if (needed === null) return null;
     const header = request.headers.authorization;
-    const token = typeof header === 'string' ? BEARER.exec(header)?.[1] : undefined;
+    const bearer = typeof header === 'string' ? this.bearer(request, header) : undefined;
     // A bearer token, when sent, speaks for the request (as etcd prefers a password to a certificate).
-    const entry = token !== undefined ? this.identify(token) : this.clientCertificates ? this.certified(request) : null;
+    const entry = bearer !== undefined ? bearer : this.clientCertificates ? this.certified(request) : null;
     if (entry === null) {
       const message =
-        token !== undefined
+        bearer !== undefined
           ? 'the token is not valid'
           : this.clientCertificates
             ? "the client certificate's CN names no token entry; or send Authorization: Bearer <token>"
