@@ -2,6 +2,7 @@
 // follows through the write path, and a write without a TTL clears it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
+import { LIST_SCAN_SLACK } from '../src/store/log-store.js';
 import { json, startApp, type TestApp } from './support/helpers.js';
 
 let t: TestApp | undefined;
@@ -146,6 +147,37 @@ describe('TTL', () => {
     // Without the writer's pace: 25, 100, 400, then 1000 a step, 15 steps.
     expect(app.app.expirer.steps).toBeLessThan(15);
     expect((await app.http.get('/v1/stats')).body).toMatchObject({ expiredKeys: 0, tombstones: 12_000 });
+  });
+
+  it('a listing page steps over at most LIST_SCAN_SLACK rows that show nothing, then goes on after them; what it lists equals GET', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    const expiring = 2 * LIST_SCAN_SLACK + 500;
+    for (let at = 0; at < expiring; at += 1000) {
+      const records = Array.from({ length: Math.min(1000, expiring - at) }, (_, i) => ({ key: `b/${String(at + i).padStart(6, '0')}`, value: i, ttlMs: 50 }));
+      await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+    }
+    const live = ['a/1', 'a/2', 'b/later', 'c/1', 'c/2'];
+    await app.http
+      .post('/v1/records')
+      .set(json)
+      .send({ records: live.map((key) => ({ key, value: key, ...(key === 'b/later' ? { ttlMs: 600_000 } : {}) })) })
+      .expect(200);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const listed: { key: string }[] = [];
+    const pageSizes: number[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = (await app.http.get('/v1/keys').query({ limit: 3, ...(cursor === null ? {} : { cursor }) }).expect(200)).body as { items: { key: string }[]; cursor: string | null };
+      listed.push(...page.items);
+      pageSizes.push(page.items.length);
+      cursor = page.cursor;
+    } while (cursor !== null);
+    expect(listed.map((item) => item.key)).toEqual(live);
+    for (const item of listed) expect(item).toEqual((await app.http.get(`/v1/keys/${encodeURIComponent(item.key)}`)).body);
+    expect((await app.http.get('/v1/keys/b%2F000000')).status).toBe(404);
+    // The expired run took pages of its own: no page examined all of it.
+    expect(pageSizes).toContain(0);
   });
 
   it('the expiry travels with the key: listings, snapshot lines, stream snapshots and changes carry it; liveKeys agrees with GET', async () => {
