@@ -3,7 +3,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
 import { LIST_SCAN_SLACK } from '../src/store/log-store.js';
-import { json, startApp, type TestApp } from './support/helpers.js';
+import { json, startApp, tempDir, type TestApp } from './support/helpers.js';
+import { writeTokenFile } from './support/token-file.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {
@@ -178,6 +179,29 @@ describe('TTL', () => {
     expect((await app.http.get('/v1/keys/b%2F000000')).status).toBe(404);
     // The expired run took pages of its own: no page examined all of it.
     expect(pageSizes).toContain(0);
+  });
+
+  it('a scoped listing over several prefixes goes on in the prefix whose page stopped at its scan bound', async () => {
+    const dir = tempDir();
+    const tokens = writeTokenFile(dir, [{ name: 'bc', secret: 'bc-secret', role: 'write', prefixes: ['b/', 'c/'] }]);
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0', STATELOG_TOKENS_FILE: tokens }, { dir });
+    const app = t;
+    const auth = { ...json, authorization: 'Bearer bc-secret' };
+    const expiring = LIST_SCAN_SLACK + 500;
+    for (let at = 0; at < expiring; at += 1000) {
+      const records = Array.from({ length: Math.min(1000, expiring - at) }, (_, i) => ({ key: `b/${String(at + i).padStart(6, '0')}`, value: i, ttlMs: 50 }));
+      await app.http.post('/v1/records').set(auth).send({ records }).expect(200);
+    }
+    await app.http.post('/v1/records').set(auth).send({ records: [{ key: 'b/later', value: 1 }, { key: 'c/1', value: 2 }] }).expect(200);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const listed: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = (await app.http.get('/v1/keys').set(auth).query({ limit: 5, ...(cursor === null ? {} : { cursor }) }).expect(200)).body as { items: { key: string }[]; cursor: string | null };
+      listed.push(...page.items.map((item) => item.key));
+      cursor = page.cursor;
+    } while (cursor !== null);
+    expect(listed).toEqual(['b/later', 'c/1']);
   });
 
   it('the expiry travels with the key: listings, snapshot lines, stream snapshots and changes carry it; liveKeys agrees with GET', async () => {
