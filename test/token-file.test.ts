@@ -105,7 +105,7 @@ describe('Authenticator', () => {
   });
 });
 
-describe('a keep-alive connection', () => {
+describe('a repeated Authorization header', () => {
   let t: TestApp | undefined;
   afterEach(async () => {
     await t?.close();
@@ -123,7 +123,7 @@ describe('a keep-alive connection', () => {
       request.on('error', reject);
     });
 
-  it('that repeats its token is answered by the token set in force, after a reload too', async () => {
+  it('is answered by the token set in force, on a reused connection and after a reload too', async () => {
     const dir = tempDir();
     const tokens = [
       { name: 'scoped', secret: 'scoped-secret', role: 'read' as const, prefixes: ['a/'] },

@@ -46,7 +46,19 @@ interface TokenSet {
   byDigest: Map<string, TokenEntry>;
   /** File entries by name, for client certificates' CNs. */
   byName: Map<string, TokenEntry>;
+  /**
+   * Authorization headers seen lately and the entry each named (null: none): clients
+   * repeat theirs, which are then neither parsed nor hashed again. Unknown tokens are
+   * kept alike, so a known token answers no faster than an unknown one; a lookup
+   * matches a whole header or nothing (strings are compared only once their seeded
+   * hashes agree); emptied when full, so headers sprayed at the server cost no memory.
+   */
+  seen: Map<string, TokenEntry | null>;
 }
+
+/** Headers kept in TokenSet.seen at most, and the longest kept. */
+const SEEN_HEADERS = 4096;
+const SEEN_HEADER_CHARS = 256;
 
 /** STATELOG_TOKENS's entries are named by their position: "STATELOG_TOKENS#2". */
 function tokenSet(legacy: ReadonlyMap<string, Role> | null, file: readonly FileEntry[]): TokenSet {
@@ -62,7 +74,7 @@ function tokenSet(legacy: ReadonlyMap<string, Role> | null, file: readonly FileE
     byDigest.set(sha256, entry);
     byName.set(entry.name, entry);
   }
-  return { byDigest, byName };
+  return { byDigest, byName, seen: new Map() };
 }
 
 export interface AuthenticatorOptions {
@@ -75,13 +87,6 @@ export class Authenticator {
   private readonly clientCertificates: boolean;
   /** A connection's certificate CN, read once per connection. */
   private readonly commonNames = new WeakMap<object, string | null>();
-  /**
-   * The last Authorization header each connection sent and the entry it named in the
-   * token set then in force: a keep-alive client repeats its header, which is then
-   * neither parsed nor hashed again. Only the connection's own header is compared with
-   * it, so no timing tells of anyone else's secret.
-   */
-  private readonly presented = new WeakMap<object, { header: string; tokens: TokenSet; entry: TokenEntry | null }>();
 
   constructor(
     private readonly legacy: ReadonlyMap<string, Role> | null,
@@ -132,14 +137,17 @@ export class Authenticator {
   }
 
   /** The entry of the header's bearer token (null: none matches); undefined when it holds no bearer token. */
-  private bearer(request: FastifyRequest, header: string): TokenEntry | null | undefined {
-    const socket = request.raw.socket;
-    const last = this.presented.get(socket);
-    if (last !== undefined && last.header === header && last.tokens === this.tokens) return last.entry;
+  private bearer(header: string): TokenEntry | null | undefined {
+    const tokens = this.tokens;
+    const seen = tokens.seen.get(header);
+    if (seen !== undefined) return seen;
     const token = BEARER.exec(header)?.[1];
     if (token === undefined) return undefined;
     const entry = this.identify(token);
-    this.presented.set(socket, { header, tokens: this.tokens, entry });
+    if (header.length <= SEEN_HEADER_CHARS) {
+      if (tokens.seen.size >= SEEN_HEADERS) tokens.seen.clear();
+      tokens.seen.set(header, entry);
+    }
     return entry;
   }
 
@@ -150,7 +158,7 @@ export class Authenticator {
     const needed = requiredRole(request.method, route.url, request.url);
     if (needed === null) return null;
     const header = request.headers.authorization;
-    const bearer = typeof header === 'string' ? this.bearer(request, header) : undefined;
+    const bearer = typeof header === 'string' ? this.bearer(header) : undefined;
     // A bearer token, when sent, speaks for the request (as etcd prefers a password to a certificate).
     const entry = bearer !== undefined ? bearer : this.clientCertificates ? this.certified(request) : null;
     if (entry === null) {
