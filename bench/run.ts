@@ -35,6 +35,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['compact', async () => (await import('./compact.js')).compactFigure],
   ['expiry', async () => (await import('./expiry.js')).expiryFigure],
   ['expiry-pace', async () => (await import('./expiry-pace.js')).expiryPaceFigure],
+  ['expired-listing', async () => (await import('./expired-listing.js')).expiredListingFigure],
   ['exact-bodies', async () => (await import('./exact-bodies.js')).exactBodiesFigure],
   ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
   ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],

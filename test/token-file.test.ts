@@ -1,10 +1,12 @@
 // The token file: what it accepts, how each fault is named, and how tokens are looked
 // up (one hash, one lookup, whatever the token).
-import { describe, expect, it } from 'vitest';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { Authenticator } from '../src/http/auth.js';
 import { parseTokenFile } from '../src/token-file.js';
-import { tempDir } from './support/helpers.js';
+import { startApp, tempDir, type TestApp } from './support/helpers.js';
 import { fileEntries, sha256Hex, writeTokenFile } from './support/token-file.js';
 
 const HEX = sha256Hex('secret');
@@ -100,5 +102,46 @@ describe('Authenticator', () => {
     const ratio = median(samples.known) / median(samples.unknown);
     expect(ratio).toBeGreaterThan(0.8);
     expect(ratio).toBeLessThan(1.25);
+  });
+});
+
+describe('a repeated Authorization header', () => {
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  /** GET of `key` with `secret` on `agent`'s one connection: the status, and whether the connection was reused. */
+  const get = (t: TestApp, agent: http.Agent, key: string, secret: string) =>
+    new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+      const { port } = t.app.server.address() as AddressInfo;
+      const request = http.get({ host: '127.0.0.1', port, path: `/v1/keys/${encodeURIComponent(key)}`, agent, headers: { authorization: `Bearer ${secret}` } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, reused: request.reusedSocket }));
+      });
+      request.on('error', reject);
+    });
+
+  it('is answered by the token set in force, on a reused connection and after a reload too', async () => {
+    const dir = tempDir();
+    const tokens = [
+      { name: 'scoped', secret: 'scoped-secret', role: 'read' as const, prefixes: ['a/'] },
+      { name: 'other', secret: 'other-secret', role: 'read' as const, prefixes: ['b/'] },
+    ];
+    t = await startApp({ STATELOG_TOKENS_FILE: writeTokenFile(dir, tokens) }, { dir });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      expect(await get(t, agent, 'a/1', 'scoped-secret')).toEqual({ status: 404, reused: false });
+      expect(await get(t, agent, 'b/1', 'scoped-secret')).toEqual({ status: 403, reused: true });
+      expect(await get(t, agent, 'b/1', 'other-secret')).toEqual({ status: 404, reused: true });
+      expect(await get(t, agent, 'a/1', 'wrong-secret')).toEqual({ status: 401, reused: true });
+      expect(await get(t, agent, 'a/1', 'scoped-secret')).toEqual({ status: 404, reused: true });
+      t.app.authenticator!.replaceFile(fileEntries([tokens[1]!]).map((entry) => ({ ...entry, prefixes: entry.prefixes ?? null })));
+      expect(await get(t, agent, 'a/1', 'scoped-secret')).toEqual({ status: 401, reused: true });
+      expect(await get(t, agent, 'b/1', 'other-secret')).toEqual({ status: 404, reused: true });
+    } finally {
+      agent.destroy();
+    }
   });
 });

@@ -2,7 +2,9 @@
 // follows through the write path, and a write without a TTL clears it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
-import { json, startApp, type TestApp } from './support/helpers.js';
+import { LIST_SCAN_SLACK } from '../src/store/log-store.js';
+import { json, startApp, tempDir, type TestApp } from './support/helpers.js';
+import { writeTokenFile } from './support/token-file.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {
@@ -120,6 +122,86 @@ describe('TTL', () => {
     // 25, 100, 400, then 1000 a step: 3000 keys in 6 steps, where 25 a step took 121.
     expect(app.app.expirer.steps).toBeLessThanOrEqual(6);
     expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 0, expiredKeys: 0, tombstones: 3000 });
+  });
+
+  it('under ingest, a step takes twice what others wrote during the last one, so the backlog shrinks', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    for (let at = 0; at < 12_000; at += 1000) {
+      const records = Array.from({ length: 1000 }, (_, i) => ({ key: `due/${at + i}`, value: i, ttlMs: 100 }));
+      await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    let writing = true;
+    const writer = (async () => {
+      for (let round = 0; writing; round++) {
+        const records = Array.from({ length: 1000 }, (_, i) => ({ key: `plain/${round}/${i}`, value: i }));
+        await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+      }
+    })();
+    try {
+      expect(await app.app.expirer.run()).toBe(12_000);
+    } finally {
+      writing = false;
+      await writer;
+    }
+    // Without the writer's pace: 25, 100, 400, then 1000 a step, 15 steps.
+    expect(app.app.expirer.steps).toBeLessThan(15);
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ expiredKeys: 0, tombstones: 12_000 });
+  });
+
+  it('a listing page steps over at most LIST_SCAN_SLACK rows that show nothing, then goes on after them; what it lists equals GET', async () => {
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' });
+    const app = t;
+    const expiring = 2 * LIST_SCAN_SLACK + 500;
+    for (let at = 0; at < expiring; at += 1000) {
+      const records = Array.from({ length: Math.min(1000, expiring - at) }, (_, i) => ({ key: `b/${String(at + i).padStart(6, '0')}`, value: i, ttlMs: 50 }));
+      await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+    }
+    const live = ['a/1', 'a/2', 'b/later', 'c/1', 'c/2'];
+    await app.http
+      .post('/v1/records')
+      .set(json)
+      .send({ records: live.map((key) => ({ key, value: key, ...(key === 'b/later' ? { ttlMs: 600_000 } : {}) })) })
+      .expect(200);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const listed: { key: string }[] = [];
+    const pageSizes: number[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = (await app.http.get('/v1/keys').query({ limit: 3, ...(cursor === null ? {} : { cursor }) }).expect(200)).body as { items: { key: string }[]; cursor: string | null };
+      listed.push(...page.items);
+      pageSizes.push(page.items.length);
+      cursor = page.cursor;
+    } while (cursor !== null);
+    expect(listed.map((item) => item.key)).toEqual(live);
+    for (const item of listed) expect(item).toEqual((await app.http.get(`/v1/keys/${encodeURIComponent(item.key)}`)).body);
+    expect((await app.http.get('/v1/keys/b%2F000000')).status).toBe(404);
+    // The expired run took pages of its own: no page examined all of it.
+    expect(pageSizes).toContain(0);
+  });
+
+  it('a scoped listing over several prefixes goes on in the prefix whose page stopped at its scan bound', async () => {
+    const dir = tempDir();
+    const tokens = writeTokenFile(dir, [{ name: 'bc', secret: 'bc-secret', role: 'write', prefixes: ['b/', 'c/'] }]);
+    t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0', STATELOG_TOKENS_FILE: tokens }, { dir });
+    const app = t;
+    const auth = { ...json, authorization: 'Bearer bc-secret' };
+    const expiring = LIST_SCAN_SLACK + 500;
+    for (let at = 0; at < expiring; at += 1000) {
+      const records = Array.from({ length: Math.min(1000, expiring - at) }, (_, i) => ({ key: `b/${String(at + i).padStart(6, '0')}`, value: i, ttlMs: 50 }));
+      await app.http.post('/v1/records').set(auth).send({ records }).expect(200);
+    }
+    await app.http.post('/v1/records').set(auth).send({ records: [{ key: 'b/later', value: 1 }, { key: 'c/1', value: 2 }] }).expect(200);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const listed: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = (await app.http.get('/v1/keys').set(auth).query({ limit: 5, ...(cursor === null ? {} : { cursor }) }).expect(200)).body as { items: { key: string }[]; cursor: string | null };
+      listed.push(...page.items.map((item) => item.key));
+      cursor = page.cursor;
+    } while (cursor !== null);
+    expect(listed).toEqual(['b/later', 'c/1']);
   });
 
   it('the expiry travels with the key: listings, snapshot lines, stream snapshots and changes carry it; liveKeys agrees with GET', async () => {

@@ -22,8 +22,9 @@ export async function listFiltered(store: LogStore, filter: ReadFilter, query: O
     page.head = part.head;
     for (const item of part.items) chars += item.key.length + item.value.length;
     page.items.push(...part.items);
-    if (part.truncated || page.items.length >= query.limit || chars >= maxChars) {
+    if (part.truncated || part.scannedTo !== undefined || page.items.length >= query.limit || chars >= maxChars) {
       page.truncated = part.truncated === true || chars >= maxChars;
+      if (part.scannedTo !== undefined) page.scannedTo = part.scannedTo;
       return page;
     }
   }

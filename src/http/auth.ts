@@ -46,7 +46,19 @@ interface TokenSet {
   byDigest: Map<string, TokenEntry>;
   /** File entries by name, for client certificates' CNs. */
   byName: Map<string, TokenEntry>;
+  /**
+   * Authorization headers seen lately and the entry each named (null: none): clients
+   * repeat theirs, which are then neither parsed nor hashed again. Unknown tokens are
+   * kept alike, so a known token answers no faster than an unknown one; a lookup
+   * matches a whole header or nothing (strings are compared only once their seeded
+   * hashes agree); emptied when full, so headers sprayed at the server cost no memory.
+   */
+  seen: Map<string, TokenEntry | null>;
 }
+
+/** Headers kept in TokenSet.seen at most, and the longest kept. */
+const SEEN_HEADERS = 4096;
+const SEEN_HEADER_CHARS = 256;
 
 /** STATELOG_TOKENS's entries are named by their position: "STATELOG_TOKENS#2". */
 function tokenSet(legacy: ReadonlyMap<string, Role> | null, file: readonly FileEntry[]): TokenSet {
@@ -62,7 +74,7 @@ function tokenSet(legacy: ReadonlyMap<string, Role> | null, file: readonly FileE
     byDigest.set(sha256, entry);
     byName.set(entry.name, entry);
   }
-  return { byDigest, byName };
+  return { byDigest, byName, seen: new Map() };
 }
 
 export interface AuthenticatorOptions {
@@ -124,6 +136,21 @@ export class Authenticator {
     return name === null ? null : (this.tokens.byName.get(name) ?? null);
   }
 
+  /** The entry of the header's bearer token (null: none matches); undefined when it holds no bearer token. */
+  private bearer(header: string): TokenEntry | null | undefined {
+    const tokens = this.tokens;
+    const seen = tokens.seen.get(header);
+    if (seen !== undefined) return seen;
+    const token = BEARER.exec(header)?.[1];
+    if (token === undefined) return undefined;
+    const entry = this.identify(token);
+    if (header.length <= SEEN_HEADER_CHARS) {
+      if (tokens.seen.size >= SEEN_HEADERS) tokens.seen.clear();
+      tokens.seen.set(header, entry);
+    }
+    return entry;
+  }
+
   /** The refusal for this request, or null when it may go on; sets request.tokenEntry. */
   check(request: FastifyRequest): ApiError | null {
     // routeOptions builds a new object at each read: read once.
@@ -131,12 +158,12 @@ export class Authenticator {
     const needed = requiredRole(request.method, route.url, request.url);
     if (needed === null) return null;
     const header = request.headers.authorization;
-    const token = typeof header === 'string' ? BEARER.exec(header)?.[1] : undefined;
+    const bearer = typeof header === 'string' ? this.bearer(header) : undefined;
     // A bearer token, when sent, speaks for the request (as etcd prefers a password to a certificate).
-    const entry = token !== undefined ? this.identify(token) : this.clientCertificates ? this.certified(request) : null;
+    const entry = bearer !== undefined ? bearer : this.clientCertificates ? this.certified(request) : null;
     if (entry === null) {
       const message =
-        token !== undefined
+        bearer !== undefined
           ? 'the token is not valid'
           : this.clientCertificates
             ? "the client certificate's CN names no token entry; or send Authorization: Bearer <token>"

@@ -88,10 +88,12 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     const afterKey = req.query.cursor === undefined ? null : decodeCursor(req.query.cursor);
     const limit = req.query.limit;
     // One more than asked tells whether there is a next page.
-    const { items, head, truncated } = await listFiltered(store, filter, { afterKey, limit: limit + 1, maxChars: LIST_PAGE_CHARS });
+    const { items, head, truncated, scannedTo } = await listFiltered(store, filter, { afterKey, limit: limit + 1, maxChars: LIST_PAGE_CHARS });
     const page = items.slice(0, limit);
     const more = items.length > limit || truncated === true;
-    const cursor = more ? JSON.stringify(encodeCursor(page[page.length - 1]!.key)) : 'null';
+    // A page that stopped at its scan bound (expired values, delete markers) goes on after the last key it examined.
+    const next = more ? page[page.length - 1]!.key : scannedTo;
+    const cursor = next === undefined ? 'null' : JSON.stringify(encodeCursor(next));
     return sendJsonText(reply, `{"items":[${page.map(entryJson).join(',')}],"cursor":${cursor},"offset":${head}}`);
   });
 };

@@ -157,7 +157,20 @@ export interface ListPage {
   head: number;
   /** True when maxChars stopped the page early and more keys follow. */
   truncated?: boolean;
+  /**
+   * Set when the page examined LIST_SCAN_SLACK state rows more than its limit before it
+   * filled: the last key examined, after which the listing goes on.
+   */
+  scannedTo?: string;
 }
+
+/**
+ * State rows a listing page may examine beyond its limit. Values past their expiry that
+ * the expirer has not reached and kept delete markers are stepped over, never shown: a
+ * page stops after this many of them and says where (ListPage.scannedTo), so no page
+ * costs more than about this many rows whatever the backlog.
+ */
+export const LIST_SCAN_SLACK = 5000;
 
 export interface ChangesQuery {
   /** Exclusive: records with offset > after. */

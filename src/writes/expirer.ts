@@ -14,8 +14,9 @@ import type { WriteBatcher } from './write-batcher.js';
 export const EXPIRY_BATCH = 25;
 /**
  * A full step means a backlog: the next one is EXPIRY_GROWTH times larger, up to
- * MAX_EXPIRY_BATCH, so the expirer keeps up with any ingest while one group of its
- * deletes stays short beside the writes that share it.
+ * MAX_EXPIRY_BATCH, or up to twice the records other writers appended during the last
+ * step when that is more: beside light writes, a group's deletes stay few; under
+ * ingest, the expirer deletes faster than keys are written, so its backlog shrinks.
  */
 export const MAX_EXPIRY_BATCH = 1000;
 const EXPIRY_GROWTH = 4;
@@ -39,6 +40,8 @@ export class Expirer {
   expired = 0;
   /** Steps run (reads of due keys), for tests and benchmarks. */
   steps = 0;
+  /** The first step of the next run, when the last one ended in a backlog. */
+  private carried = 0;
 
   constructor(private readonly options: ExpirerOptions) {}
 
@@ -55,18 +58,26 @@ export class Expirer {
     }, this.options.periodMs).unref();
   }
 
-  /** Deletes every key due now, a batch at a time; returns how many tombstones it wrote. */
-  async run(now = Date.now()): Promise<number> {
+  /**
+   * Deletes every key due, a batch at a time, until a step finds fewer than it asked
+   * for; returns how many tombstones it wrote. Each step reads what is due at its own
+   * start (keys that come due during a long run are taken in it), unless `now` is given.
+   */
+  async run(now?: number): Promise<number> {
+    const { store, batcher } = this.options;
     const first = this.options.batch ?? EXPIRY_BATCH;
-    let batch = first;
+    let batch = Math.max(first, this.carried);
+    this.carried = 0;
     let written = 0;
-    for (;; batch = Math.max(first, Math.min(batch * EXPIRY_GROWTH, MAX_EXPIRY_BATCH))) {
+    const stepsBefore = this.steps;
+    for (;;) {
       if (this.stopped) return written;
       this.steps += 1;
-      const due = await this.options.store.dueExpiries(now, batch);
+      const before = store.position().head;
+      const due = await store.dueExpiries(now ?? Date.now(), batch);
       const results = await Promise.all(
         due.map(({ key, offset }) =>
-          this.options.batcher.submit({
+          batcher.submit({
             ops: [{ op: 'delete', key, ifOffset: offset, expiry: true }],
             render: () => ANSWER,
           }),
@@ -77,7 +88,15 @@ export class Expirer {
       this.expired += appended;
       // A short batch was the last; one where nothing was written (every key taken by
       // another node or written again) is not read again in this run.
-      if (due.length < batch || appended === 0) return written;
+      if (due.length < batch || appended === 0) {
+        // Keys kept coming due during the run: the next one starts about where it ended.
+        if (this.steps - stepsBefore > 1) this.carried = Math.min(due.length, MAX_EXPIRY_BATCH);
+        return written;
+      }
+      // What others wrote meanwhile is about what comes due per step later on: twice
+      // that keeps up and also takes the backlog down.
+      const others = store.position().head - before - appended;
+      batch = Math.max(first, Math.min(batch * EXPIRY_GROWTH, Math.max(MAX_EXPIRY_BATCH, 2 * others)));
     }
   }
 

@@ -57,11 +57,12 @@ export const GET_SQL = `
   WHERE s.key = $1 AND s.live AND (s.expires_at IS NULL OR s.expires_at > $2)`;
 
 /**
- * Up to $2 keys whose value expired by $1, soonest first, by the partial index. Every
- * node may read the same ones: its delete is conditional on the offset, so one wins.
+ * Up to $2 keys whose value expired by $1, soonest first, by the partial index alone (only
+ * live rows have an expiry). Every node may read the same ones: its delete is
+ * conditional on the offset, so one wins.
  */
 export const DUE_EXPIRIES_SQL = `
-  SELECT key, seq FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1 AND live ORDER BY expires_at LIMIT $2`;
+  SELECT key, seq FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2`;
 
 /**
  * The rows of `rows` (a query with key and value columns, in `order`) up to the one whose
@@ -78,23 +79,33 @@ const sizeBounded = (rows: string, order: string, maxBytes: string): string => `
     FROM (${rows}) r
   ) c WHERE ${maxBytes}::bigint IS NULL OR c.before < ${maxBytes}`;
 
-/**
- * Live keys with prefix range [$1, $3) after $2, at most $4 and, with $5, about $5
- * bytes; `unexpired` also leaves out the values expired by $6.
- */
-const livePageSql = (unexpired: boolean): string => sizeBounded(
+/** Live keys with prefix range [$1, $3) after $2, at most $4 and, with $5, about $5 bytes. */
+const SNAPSHOT_ROWS_SQL = sizeBounded(
   `SELECT s.key, l.value, s.seq, l.ts, s.expires_at FROM state s JOIN log l ON l.seq = s.seq
     WHERE s.live AND s.key >= $1 AND s.key > $2 AND ($3::text IS NULL OR s.key < $3)
-    ${unexpired ? 'AND (s.expires_at IS NULL OR s.expires_at > $6)' : ''}
     ORDER BY s.key LIMIT $4`,
   'key',
   '$5',
 );
 
-/** A page of live keys (LIVE_PAGE_SQL's parameters) and the head, in one snapshot. */
+/**
+ * A page of live keys not expired by $6 (SNAPSHOT_ROWS_SQL's other parameters) among the
+ * first $7 state rows of the range, whatever they hold (see LIST_SCAN_SLACK), and the
+ * head, in one snapshot; `scan_end` is the last of those rows' keys when there were $7.
+ */
 export const LIST_SQL = `
-  WITH m AS (SELECT head FROM meta WHERE id = 1)
-  SELECT m.head, e.key, e.value, e.seq, e.ts, e.expires_at, e.taken FROM m LEFT JOIN LATERAL (${livePageSql(true)}
+  WITH m AS (SELECT head FROM meta WHERE id = 1),
+  scanned AS (
+    SELECT key, seq, live, expires_at FROM state
+    WHERE key >= $1 AND key > $2 AND ($3::text IS NULL OR key < $3) ORDER BY key LIMIT $7
+  )
+  SELECT m.head, (SELECT max(key) FROM scanned HAVING count(*) = $7) AS scan_end,
+    e.key, e.value, e.seq, e.ts, e.expires_at, e.taken FROM m LEFT JOIN LATERAL (${sizeBounded(
+    `SELECT s.key, l.value, s.seq, l.ts, s.expires_at FROM scanned s JOIN log l ON l.seq = s.seq
+      WHERE s.live AND (s.expires_at IS NULL OR s.expires_at > $6) ORDER BY s.key LIMIT $4`,
+    'key',
+    '$5',
+  )}
   ) e ON true ORDER BY e.key`;
 
 /**
@@ -103,7 +114,7 @@ export const LIST_SQL = `
  * the change feed then carries, so a mirror's state and digest follow the log; each
  * line carries its expiry, so its reader drops it at that time as GET does.
  */
-export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts, expires_at FROM (${livePageSql(false)}) p ORDER BY key`;
+export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts, expires_at FROM (${SNAPSHOT_ROWS_SQL}) p ORDER BY key`;
 
 /**
  * Records in ($1, $6] with prefix range [$2, $3) and, with $7, exactly key $7, at most $4

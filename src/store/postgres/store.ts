@@ -39,7 +39,7 @@ import type {
   CompactionBudget,
   CompactionPolicy,
 } from '../log-store.js';
-import { changesUntil, countersOf, HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, countersOf, HISTORY_SCAN_RECORDS, LIST_SCAN_SLACK } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
@@ -227,7 +227,7 @@ export class PgStore implements LogStore {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    type Row = { head: number; key: string | null; value: string; seq: number; ts: number; expires_at: number | null; taken: number | null };
+    type Row = { head: number; scan_end: string | null; key: string | null; value: string; seq: number; ts: number; expires_at: number | null; taken: number | null };
     const { rows } = await this.pool.query<Row>(LIST_SQL, [
       query.prefix,
       query.afterKey ?? '',
@@ -235,12 +235,15 @@ export class PgStore implements LogStore {
       query.limit,
       query.maxChars ?? null,
       Date.now(),
+      query.limit + LIST_SCAN_SLACK,
     ]);
-    const head = rows[0]!.head;
+    const { head, scan_end: scanEnd } = rows[0]!;
     this.learn({ head }, true);
     const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts, expiresAt: row.expires_at }));
     // Keys were read past the size bound: the page stopped early and more follow.
-    return items.length < (rows[0]!.taken ?? 0) ? { items, head, truncated: true } : { items, head };
+    if (items.length < (rows[0]!.taken ?? 0)) return { items, head, truncated: true };
+    // A short page either reached the end or stopped at its scan bound.
+    return scanEnd !== null && items.length < query.limit ? { items, head, scannedTo: scanEnd } : { items, head };
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {

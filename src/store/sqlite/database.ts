@@ -14,7 +14,8 @@ import {
   HISTORY_SCAN_END_SQL,
   KEY_HISTORY_SQL,
   KEY_RECORDS_AFTER_SQL,
-  LIVE_ENTRIES_SQL,
+  LIST_PAGE_SQL,
+  LIST_SCAN_END_SQL,
   RECORDS_AFTER_SQL,
 } from './sql.js';
 
@@ -152,6 +153,7 @@ type StatementName =
   | 'setStateRun'
   | 'entry'
   | 'list'
+  | 'listScanEnd'
   | 'changes'
   | 'keyChanges'
   | 'history'
@@ -190,7 +192,8 @@ export function prepareStatements(db: Database.Database): Statements {
       `SELECT s.key, l.value, s.seq AS offset, l.ts, s.expires_at AS expiresAt FROM state s JOIN log l ON l.seq = s.seq
        WHERE s.key = ? AND s.live = 1`,
     ),
-    list: db.prepare(LIVE_ENTRIES_SQL),
+    list: db.prepare(LIST_PAGE_SQL),
+    listScanEnd: db.prepare(LIST_SCAN_END_SQL).pluck(),
     changes: db.prepare(RECORDS_AFTER_SQL).raw(true),
     keyChanges: db.prepare(KEY_RECORDS_AFTER_SQL).raw(true),
     history: db.prepare(KEY_HISTORY_SQL).raw(true),
@@ -203,8 +206,9 @@ export function prepareStatements(db: Database.Database): Statements {
     pageCount: db.prepare('PRAGMA page_count').pluck(),
     pageSize: db.prepare('PRAGMA page_size').pluck(),
     oldestTs: db.prepare('SELECT ts FROM log ORDER BY seq LIMIT 1').pluck(),
+    // Only live rows have an expiry: the index (expires_at, seq) alone answers.
     dueExpiries: db.prepare(
-      `SELECT key, seq AS offset FROM state WHERE expires_at IS NOT NULL AND expires_at <= ? AND live = 1
+      `SELECT key, seq AS offset FROM state INDEXED BY state_expiry WHERE expires_at IS NOT NULL AND expires_at <= ?
        ORDER BY expires_at LIMIT ?`,
     ),
     // Only live rows have an expiry (a delete clears it): the partial index alone answers.

@@ -21,7 +21,21 @@ const LIVE_KEYS = `
     AND (s.expires_at IS NULL OR s.expires_at > @now)
   ORDER BY s.key LIMIT @limit`;
 
-export const LIVE_ENTRIES_SQL = `SELECT s.key, l.value, s.seq AS offset, l.ts, s.expires_at AS expiresAt ${LIVE_KEYS}`;
+/** The state rows of a listing's range, whatever they hold, in key order. */
+const LISTED_RANGE = 'FROM state WHERE key >= @from AND key < CAST(@upper AS TEXT) AND key IS NOT @exclude ORDER BY key';
+
+/** The state rows a listing page examines: at most @scan of them from @from. */
+const SCANNED_ROWS = `SELECT key, seq, live, expires_at ${LISTED_RANGE} LIMIT @scan`;
+
+/** A listing page: the live keys, not yet expired by @now, among SCANNED_ROWS. */
+export const LIST_PAGE_SQL = `
+  SELECT s.key, l.value, s.seq AS offset, l.ts, s.expires_at AS expiresAt
+  FROM (${SCANNED_ROWS}) s JOIN log l ON l.seq = s.seq
+  WHERE s.live = 1 AND (s.expires_at IS NULL OR s.expires_at > @now)
+  ORDER BY s.key LIMIT @limit`;
+
+/** The last of SCANNED_ROWS' keys when there are @scan of them; no row when fewer are left. */
+export const LIST_SCAN_END_SQL = `SELECT key ${LISTED_RANGE} LIMIT 1 OFFSET @scan - 1`;
 
 /**
  * The same keys as JSON text built by SQLite, exactly as render.ts's entryJson and

@@ -48,7 +48,7 @@ import type {
   WriteRequest,
   WriteResult,
 } from '../log-store.js';
-import { changesUntil, countersOf, HISTORY_SCAN_RECORDS } from '../log-store.js';
+import { changesUntil, countersOf, HISTORY_SCAN_RECORDS, LIST_SCAN_SLACK } from '../log-store.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -200,7 +200,8 @@ export class SqliteStore implements LogStore {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    const rows = this.sql.list.iterate(liveEntriesParams(query.prefix, query.afterKey, query.limit, Date.now())) as IterableIterator<StoredEntry>;
+    const params = { ...liveEntriesParams(query.prefix, query.afterKey, query.limit, Date.now()), scan: query.limit + LIST_SCAN_SLACK };
+    const rows = this.sql.list.iterate(params) as IterableIterator<StoredEntry>;
     // Rows are stepped one by one (synchronously: one consistent read), so a page of
     // large values stops early instead of loading them all.
     const items: StoredEntry[] = [];
@@ -214,9 +215,12 @@ export class SqliteStore implements LogStore {
       items.push(row);
       chars += row.key.length + row.value.length;
     }
+    // A short page either reached the end or stopped at its scan bound (synchronously: the same state).
+    const scannedTo = !truncated && items.length < query.limit ? (this.sql.listScanEnd.get(params) as string | undefined) : undefined;
     const head = this.meta.head;
     await this.durable(head);
-    return truncated ? { items, head, truncated } : { items, head };
+    if (truncated) return { items, head, truncated };
+    return scannedTo === undefined ? { items, head } : { items, head, scannedTo };
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
