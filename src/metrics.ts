@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { dirtyRatio, type LogStore, type StoreCounters } from './store/log-store.js';
-import { isStoreUnavailable } from './store/unavailable.js';
+import { storeErrorKind } from './store/store-errors.js';
 
 /** The route label of a request that matched no route: raw URLs would explode the label set. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -324,7 +324,8 @@ export class Metrics {
     try {
       counters = await this.store.counters();
     } catch (err) {
-      if (!isStoreUnavailable(err)) throw err;
+      const kind = storeErrorKind(err);
+      if (kind === null || kind === 'corrupt') throw err;
     }
     this.databaseUp.set(counters ? 1 : 0);
     if (counters) {

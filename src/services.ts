@@ -10,7 +10,7 @@ import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
 import { describeStore, openStore } from './store/open-store.js';
-import { StoreFaults } from './store/unavailable.js';
+import { StoreFaults } from './store/store-errors.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 
 export interface Lifecycle {

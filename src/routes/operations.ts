@@ -4,7 +4,7 @@ import { ApiError, databaseUnavailable } from '../contract/errors.js';
 import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import { dirtyRatio } from '../store/log-store.js';
-import { isStoreFull } from '../store/unavailable.js';
+import { storeErrorKind } from '../store/store-errors.js';
 import { batchBodyLimit } from './records.js';
 import { checkSpoolFolder } from '../feed/snapshot-spool.js';
 import type { SpoolSettings } from '../feed/snapshot-slots.js';
@@ -44,7 +44,7 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       await store.ping();
     } catch (err) {
       if (faults.observe(err)) throw corrupt(faults.corrupt!);
-      if (isStoreFull(err)) {
+      if (storeErrorKind(err) === 'no_space') {
         throw databaseUnavailable('writes fail: the database has no room to write', { reason: 'no_space' });
       }
       throw databaseUnavailable('the database is not usable', { reason: 'unavailable' });
