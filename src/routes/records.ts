@@ -5,7 +5,7 @@ import { checkKey } from '../contract/key-rules.js';
 import { failureAnswer, jsonAnswer } from '../contract/render.js';
 import { postRecordsSchema, type BatchItem, type Static } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import type { WriteOp } from '../store/log-store.js';
+import type { WriteOp } from '../contract/model.js';
 import { exactBody, exactText } from '../writes/exact-numbers.js';
 import { submitWrite, valueText } from '../writes/write-request.js';
 

@@ -76,7 +76,8 @@ const INNER: ReadonlySet<PropertyKey> = new Set(['nextJson', 'nextChunk', 'step'
  * the methods run on the store itself, so its own accesses cost nothing more.
  */
 export function withErrorKinds<T extends object>(target: T, kinds: ErrorKinds, methods = TRANSLATED, opening = OPENING): T {
-  const wrapped = new Map<PropertyKey, unknown>();
+  // By the method itself, not its name: a method replaced on the store (a test's spy) is wrapped anew.
+  const wrapped = new WeakMap<object, unknown>();
   const fail = (err: unknown): never => {
     throw translate(err, kinds);
   };
@@ -95,8 +96,8 @@ export function withErrorKinds<T extends object>(target: T, kinds: ErrorKinds, m
     get(object, property) {
       const value: unknown = Reflect.get(object, property, object);
       if (typeof value !== 'function' || !(methods.has(property) || opening.has(property))) return value;
-      if (!wrapped.has(property)) wrapped.set(property, wrap(value as (...args: unknown[]) => unknown, opening.has(property)));
-      return wrapped.get(property);
+      if (!wrapped.has(value)) wrapped.set(value, wrap(value as (...args: unknown[]) => unknown, opening.has(property)));
+      return wrapped.get(value);
     },
   });
 }

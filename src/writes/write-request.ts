@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
 import { exactBody, exactText } from './exact-numbers.js';
 import { fingerprint, idempotencyKey } from './idempotency.js';
-import type { Answer, WriteOp, WriteOutcome } from '../store/log-store.js';
+import type { Answer, WriteOp, WriteOutcome } from '../contract/model.js';
 import type { WriteBatcher } from './write-batcher.js';
 
 /** True when a parsed JSON value holds ±Infinity (what JSON.parse makes of 1e400). */
@@ -47,7 +47,8 @@ export function valueText(value: unknown, maxBytes: number, details: Record<stri
 }
 
 /**
- * Queues a write and sends its answer once it is durable. The promise settles after
+ * Queues a write and sends its answer once it is durable, rendered from its outcome,
+ * a replayed one as a fresh one, outside the store's transaction. The promise settles after
  * the answer is sent, with nothing: a route may return it from a plain (not async)
  * handler, and fastify waits on it without adopting the reply as a thenable.
  */
@@ -71,9 +72,9 @@ export function submitWrite(
       body: exactBody(request.body) === undefined ? request.body : { exact: exactText(exactBody(request.body)) },
     }),
   };
-  return batcher.submit({ ops, render, ...(idempotency ? { idempotency } : {}) }).then((result) => {
+  return batcher.submit(idempotency ? { ops, idempotency } : { ops }).then((result) => {
     if (result.replayed) reply.header('idempotent-replayed', 'true');
-    sendAnswer(reply, result.answer);
+    sendAnswer(reply, 'answer' in result ? result.answer : render(result.outcome));
   });
 }
 

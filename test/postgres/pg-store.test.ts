@@ -13,7 +13,7 @@ import type { CompactionPass, StoredEntry } from '../../src/store/log-store.js';
 import { tempDir } from '../support/helpers.js';
 import { createTestDatabase } from '../../harness/pg-database.js';
 import { joinedOtherRun, planConflicts } from '../support/store-access.js';
-import { allRecords, write } from '../support/store-helpers.js';
+import { allRecords, outcomeOf, write } from '../support/store-helpers.js';
 import { fixture, sleep, type Fixture } from './fixtures.js';
 
 let f: Fixture | undefined;
@@ -233,12 +233,8 @@ describe('group commit on PostgreSQL', () => {
     // One group: k is set at offset 6, then a request asks for k at offset 1 (refused:
     // k is at 6) and another for k at offset 6 (applied at 7). Planned before the head is
     // known, the group's own offsets would start at 1.
-    const outcomes: unknown[] = [];
-    const request = (ops: Parameters<typeof write>[1]) => ({
-      ops,
-      render: (outcome: unknown) => (outcomes.push(outcome), { status: 200, headers: {}, body: '' }),
-    });
-    await store.commit(
+    const request = (ops: Parameters<typeof write>[1]) => ({ ops });
+    const results = await store.commit(
       [
         request([set('k', 'first')]),
         request([{ ...set('k', 'at 1'), ifOffset: 1 }]),
@@ -247,7 +243,7 @@ describe('group commit on PostgreSQL', () => {
       ],
       Date.now(),
     );
-    expect(outcomes.slice(-4)).toEqual([
+    expect(results.map(outcomeOf)).toEqual([
       { ok: true, applied: [{ key: 'k', offset: 6 }] },
       { ok: false, failure: { code: 'precondition_failed', index: 0, currentOffset: 6 } },
       { ok: true, applied: [{ key: 'k', offset: 7 }] },
@@ -338,7 +334,6 @@ describe('idempotency purge', () => {
     const request = (key: string) => ({
       ops: [set(key, 1)],
       idempotency: { key, fingerprint: 'f' },
-      render: () => ({ status: 200, headers: {}, body: '{}' }),
     });
     await store.commit([request('old-1'), request('old-2')], 10_000);
     await store.commit([request('fresh')], 20_000);
