@@ -39,6 +39,11 @@ export default tseslint.config(
     '(^|/)(http|routes|writes|feed|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench)/',
     'a store reads and writes the log: it never imports HTTP, routes, the feed or the process',
   ),
+  boundary(
+    ['src/writes/**/*.ts'],
+    '(^|/)(http|routes|feed|compaction)/|(^|/)(app|services|server)\\.js$|^(fastify|@fastify/.+)(/|$)|(^|/)(test|bench)/',
+    'the write path queues and applies writes: it never imports HTTP, routes, the feed or the process',
+  ),
   boundary(['bench/**/*.ts'], '(^|/)test/', 'benchmarks share harness/ with the tests, and import nothing of test/'),
   boundary(['harness/**/*.ts'], '(^|/)(test|bench)/', 'the harness serves tests and benchmarks: it imports neither'),
   boundary(['ui/**/*.ts'], '^\\.\\./(?!src/contract/)', 'the dashboard imports only the contract (src/contract)'),

@@ -125,7 +125,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     app.decorate('expirer', services.expirer);
     app.decorate('authenticator', auth);
     await app.register(lifecycle, { services });
-    await app.register(parsing, { services });
+    await app.register(parsing, { faults: services.faults });
     await app.register(requestPipeline, { services, auth, accessLog });
     // Snapshots and snapshot=true streams share one limit and one spool folder, made
     // now so that a folder that cannot be made stops the start, not the first snapshot.

@@ -6,6 +6,7 @@ import { Compactor, compactionSettings, type CompactorLog } from './compaction/c
 import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
+import { ReadTurns } from './feed/read-turns.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
@@ -30,6 +31,8 @@ export interface AppServices {
   metrics: Metrics;
   /** The cap on long polls and change streams open at once. */
   watchers: WatcherSlots;
+  /** The turns that every read of the change feed takes with the rest of the event loop. */
+  readTurns: ReadTurns;
   /** Errors from the database are shown here: a corrupt database fails readiness for good. */
   faults: StoreFaults;
 }
@@ -140,6 +143,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       lifecycle,
       metrics,
       watchers: new WatcherSlots(config.maxWatchers),
+      readTurns: new ReadTurns(),
       faults: new StoreFaults(),
       compactor,
       expirer,

@@ -40,8 +40,8 @@ async function openSnapshot(
 }
 
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
-  const { store, notifier, lifecycle, metrics, watchers } = options.services;
-  const tail = new TailPages(store, recordEvents);
+  const { store, notifier, lifecycle, metrics, watchers, readTurns } = options.services;
+  const tail = new TailPages(store, readTurns, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const filter = requestFilter(req, req.query.prefix, req.query.key);

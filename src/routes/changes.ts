@@ -7,7 +7,7 @@ import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changesSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import { sendJsonText } from '../writes/write-request.js';
+import { sendJsonText } from '../http/reply.js';
 
 /**
  * A page also ends once it holds this many characters of keys and values (and always
@@ -22,7 +22,7 @@ function pageJson(page: FeedPage, epoch: string): string {
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, notifier, lifecycle, metrics, watchers } = services;
+  const { store, notifier, lifecycle, metrics, watchers, readTurns } = services;
 
   app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const { after, limit, wait, epoch } = req.query;
@@ -33,7 +33,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
 
     // A client that left while its read waited for its turn is not read for.
     const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
-    let page = await readFeed(store, query, gone);
+    let page = await readFeed(readTurns, store, query, gone);
     // Waits only at the head: a filtered read that stopped at its scan bound answers at
     // once with the position it reached, and the reader continues from there.
     if (page.records.length === 0 && page.next >= page.head && wait > 0) {
@@ -47,7 +47,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
           if (notifier.head <= page.next) await waiter.wait(deadline);
           if (lifetime.signal.aborted) break;
-          page = await readFeed(store, { ...query, after: page.next }, gone);
+          page = await readFeed(readTurns, store, { ...query, after: page.next }, gone);
           if (page.next < page.head) break;
         }
       } finally {

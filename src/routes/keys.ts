@@ -8,8 +8,8 @@ import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKey
 import { listFiltered } from '../feed/scoped-reads.js';
 import { requestFilter } from '../http/scope.js';
 import type { AppServices } from '../services.js';
-import { exactBody } from '../writes/exact-numbers.js';
-import { sendJsonText, submitWrite, valueText } from '../writes/write-request.js';
+import { sendJsonText } from '../http/reply.js';
+import { submitWrite, valueText } from '../http/write-request.js';
 
 /**
  * A listing page stops early past this much JSON (at least one item is always sent):
@@ -37,7 +37,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
   // thrown before the promise is answered as a rejection would be.
   app.put('/v1/keys/:key', { schema: putKeySchema, config: { scope: 'key' }, bodyLimit: config.maxValueBytes + 64 * 1024 }, (req, reply) => {
     const key = checkKey(req.params.key);
-    const value = valueText(req.body.value, config.maxValueBytes, {}, exactBody(req.body)?.value);
+    const value = valueText(req.body.value, config.maxValueBytes, {}, req.exactBody?.value);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
     const ttl = req.body.ttlMs === undefined ? {} : { ttlMs: req.body.ttlMs };
     return submitWrite(batcher, req, reply, [{ op: 'set', key, value, ...ttl, ...condition }], (outcome) => {

@@ -6,8 +6,8 @@ import { failureAnswer, jsonAnswer } from '../contract/render.js';
 import { postRecordsSchema, type BatchItem, type Static } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
 import type { WriteOp } from '../contract/model.js';
-import { exactBody, exactText } from '../writes/exact-numbers.js';
-import { submitWrite, valueText } from '../writes/write-request.js';
+import { exactText } from '../http/exact-numbers.js';
+import { submitWrite, valueText } from '../http/write-request.js';
 
 function invalid(index: number, message: string): ApiError {
   return new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
@@ -60,7 +60,7 @@ export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
 
   // Each item's key is checked against the token's prefixes (http/scope.ts) before this runs.
   app.post('/v1/records', { schema: postRecordsSchema, config: { scope: 'batch' }, bodyLimit }, async (req, reply) => {
-    const exact = exactBody(req.body)?.records as Record<string, unknown>[] | undefined;
+    const exact = req.exactBody?.records as Record<string, unknown>[] | undefined;
     const ops = req.body.records.map((item, index) => toOp(item, index, config.maxValueBytes, exact?.[index]));
     return submitWrite(batcher, req, reply, ops, (outcome) => {
       if (!outcome.ok) return failureAnswer(outcome.failure, true);

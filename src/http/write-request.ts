@@ -2,10 +2,11 @@
 // Shared by PUT and DELETE /v1/keys/{key} and POST /v1/records.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
-import { exactBody, exactText } from './exact-numbers.js';
-import { fingerprint, idempotencyKey } from './idempotency.js';
 import type { Answer, WriteOp, WriteOutcome } from '../contract/model.js';
-import type { WriteBatcher } from './write-batcher.js';
+import { fingerprint, idempotencyKey } from '../writes/idempotency.js';
+import type { WriteBatcher } from '../writes/write-batcher.js';
+import { exactText } from './exact-numbers.js';
+import { sendAnswer } from './reply.js';
 
 /** True when a parsed JSON value holds ±Infinity (what JSON.parse makes of 1e400). */
 function hasNonFiniteNumber(value: unknown): boolean {
@@ -69,20 +70,11 @@ export function submitWrite(
       ifMatch: request.headers['if-match'],
       ifNoneMatch: request.headers['if-none-match'],
       // Two bodies that differ only in digits a double cannot hold differ here too.
-      body: exactBody(request.body) === undefined ? request.body : { exact: exactText(exactBody(request.body)) },
+      body: request.exactBody === undefined ? request.body : { exact: exactText(request.exactBody) },
     }),
   };
   return batcher.submit(idempotency ? { ops, idempotency } : { ops }).then((result) => {
     if (result.replayed) reply.header('idempotent-replayed', 'true');
     sendAnswer(reply, 'answer' in result ? result.answer : render(result.outcome));
   });
-}
-
-export function sendAnswer(reply: FastifyReply, answer: Answer): FastifyReply {
-  return sendJsonText(reply.code(answer.status).headers(answer.headers), answer.body);
-}
-
-/** Sends JSON text as it is (fastify sends a string with a JSON type unserialised). */
-export function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
-  return reply.type('application/json; charset=utf-8').send(text);
 }
