@@ -40,6 +40,11 @@ export default tseslint.config(
     'a store reads and writes the log: it never imports HTTP, routes, the feed or the process',
   ),
   boundary(
+    ['src/http/**/*.ts'],
+    '(^|/)(routes|sqlite|postgres)/|(^|/)(app|services|server|reload)\\.js$|(^|/)(test|bench)/',
+    'HTTP plumbing serves the routes: it never imports them, what builds the app (app, services) or a store driver',
+  ),
+  boundary(
     ['src/writes/**/*.ts'],
     '(^|/)(http|routes|feed|compaction)/|(^|/)(app|services|server)\\.js$|^(fastify|@fastify/.+)(/|$)|(^|/)(test|bench)/',
     'the write path queues and applies writes: it never imports HTTP, routes, the feed or the process',

@@ -1,20 +1,13 @@
 // Builds the statelog HTTP app: a factory that opens the services and registers the
 // plugins and routes, but never listens. server.ts and the tests both use it.
-import { mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault, type RouteOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Compactor } from './compaction/compactor.js';
-import type { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import type { Authenticator } from './http/auth.js';
 import { clientErrorHandler } from './http/error-handler.js';
 import { lifecycle } from './http/lifecycle.js';
 import { parsing } from './http/parsing.js';
 import { AccessLog, authenticator, frameworkErrors, requestId, requestPipeline } from './http/request-pipeline.js';
-import { SnapshotSlots } from './feed/snapshot-slots.js';
-import { SpoolBudget } from './feed/snapshot-spool.js';
 import { adminRoutes } from './routes/admin.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
@@ -31,8 +24,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The services the app opened; app.close() closes them. */
     services: Services;
-    compactor: Compactor;
-    expirer: Expirer;
     /** The tokens in force (server.ts reloads them on SIGHUP); null with auth off. */
     authenticator: Authenticator | null;
   }
@@ -121,22 +112,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const services = await openServices(config, app.log, options);
   try {
     app.decorate('services', services);
-    app.decorate('compactor', services.compactor);
-    app.decorate('expirer', services.expirer);
     app.decorate('authenticator', auth);
-    await app.register(lifecycle, { services });
+    // The services' own work starts once the app is ready, and they close with it.
+    app.addHook('onReady', async () => services.start());
+    app.addHook('onClose', () => services.close());
+    await app.register(lifecycle, { beginShutdown: services.beginShutdown });
     await app.register(parsing, { faults: services.faults });
-    await app.register(requestPipeline, { services, auth, accessLog });
-    // Snapshots and snapshot=true streams share one limit and one spool folder, made
-    // now so that a folder that cannot be made stops the start, not the first snapshot.
-    const spoolDir = config.spoolDir ?? (config.store === 'sqlite' ? dirname(resolve(config.dbPath)) : tmpdir());
-    mkdirSync(spoolDir, { recursive: true });
-    const spool = { dir: spoolDir, budget: new SpoolBudget(config.spoolMaxBytes) };
-    const slots = new SnapshotSlots(config.maxSnapshots, spool);
-    await app.register(keyRoutes, { services });
-    await app.register(recordRoutes, { services });
-    await app.register(adminRoutes, { compactor: services.compactor, faults: services.faults });
-    await app.register(operationsRoutes, { services, spool, lastCompaction: () => services.compactor.lastCompaction });
+    const { store, batcher, metrics, faults, compactor, slots, spool } = services;
+    await app.register(requestPipeline, { config, lifecycle: services.lifecycle, metrics, auth, accessLog });
+    await app.register(keyRoutes, { store, batcher, config });
+    await app.register(recordRoutes, { batcher, config });
+    await app.register(adminRoutes, { compactor, faults });
+    const lastCompaction = () => compactor.lastCompaction;
+    await app.register(operationsRoutes, { store, config, lifecycle: services.lifecycle, metrics, faults, spool, lastCompaction });
     await app.register(snapshotRoutes, { services, slots });
     await app.register(changesRoutes, { services });
     await app.register(changeStreamRoutes, { services, slots });

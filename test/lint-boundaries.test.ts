@@ -24,6 +24,9 @@ describe('import boundaries', () => {
     ['src/contract/render.ts', "import type { StoredEntry } from '../store/log-store.js';"],
     ['src/routes/keys.ts', "import { startApp } from '../../test/support/helpers.js';"],
     ['src/writes/write-batcher.ts', "import { sendAnswer } from '../http/reply.js';"],
+    ['src/http/lifecycle.ts', "import type { Services } from '../services.js';"],
+    ['src/http/parsing.ts', "import { keyRoutes } from '../routes/keys.js';"],
+    ['src/http/error-handler.ts', "import { postgresErrorKinds } from '../store/postgres/errors.js';"],
     ['src/writes/expirer.ts', "import type { AppServices } from '../services.js';"],
     ['src/writes/idempotency.ts', "import type { FastifyRequest } from 'fastify';"],
     ['src/app.ts', "import { lib } from '../bench/lib.js';"],
@@ -49,6 +52,8 @@ describe('import boundaries', () => {
     ['test/support/store-access.ts', "import { fillLog } from '../../harness/fill-log.js';"],
     ['src/routes/keys.ts', "import { ApiError } from '../contract/errors.js';"],
     ['src/writes/write-batcher.ts', "import type { LogStore } from '../store/log-store.js';"],
+    ['src/http/error-handler.ts', "import { storeErrorKind } from '../store/store-errors.js';"],
+    ['src/http/write-request.ts', "import type { WriteBatcher } from '../writes/write-batcher.js';"],
     ['src/writes/idempotency.ts', "import { ApiError } from '../contract/errors.js';"],
   ])('%s may: %s', async (file, code) => {
     expect(await breaches(file, code)).toEqual([]);

@@ -7,7 +7,9 @@ import { entryJson, failureAnswer, jsonAnswer, recordJson } from '../contract/re
 import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
 import { listFiltered } from '../feed/scoped-reads.js';
 import { requestFilter } from '../http/scope.js';
-import type { AppServices } from '../services.js';
+import type { Config } from '../config.js';
+import type { LogStore } from '../store/log-store.js';
+import type { WriteBatcher } from '../writes/write-batcher.js';
 import { sendJsonText } from '../http/reply.js';
 import { submitWrite, valueText } from '../http/write-request.js';
 
@@ -29,8 +31,13 @@ function decodeCursor(cursor: string): string {
   return key;
 }
 
-export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, batcher, config } = services;
+export interface KeyRouteOptions {
+  store: LogStore;
+  batcher: WriteBatcher;
+  config: Pick<Config, 'maxValueBytes'>;
+}
+
+export const keyRoutes: FastifyPluginAsyncTypebox<KeyRouteOptions> = async (app, { store, batcher, config }) => {
 
   // The single-key routes are plain functions returning a promise, not async ones: an
   // async handler's result is one more promise to adopt on every request. A refusal

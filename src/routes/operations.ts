@@ -2,15 +2,22 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError, databaseUnavailable } from '../contract/errors.js';
 import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
+import type { Config } from '../config.js';
+import type { Lifecycle } from '../http/lifecycle.js';
+import type { Metrics } from '../metrics.js';
+import type { LogStore } from '../store/log-store.js';
 import { dirtyRatio } from '../store/log-store.js';
-import { storeErrorKind } from '../store/store-errors.js';
+import { storeErrorKind, type StoreFaults } from '../store/store-errors.js';
 import { batchBodyLimit } from './records.js';
 import { checkSpoolFolder } from '../feed/snapshot-spool.js';
 import type { SpoolSettings } from '../feed/snapshot-slots.js';
 
 export interface OperationsOptions {
-  services: AppServices;
+  store: LogStore;
+  config: Pick<Config, 'maxValueBytes'>;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  faults: StoreFaults;
   /** The snapshots' spool folder: readiness fails while it cannot be written. */
   spool: SpoolSettings;
   /** The last compaction run's summary, or null if none ran since start. */
@@ -18,7 +25,7 @@ export interface OperationsOptions {
 }
 
 export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = async (app, options) => {
-  const { store, lifecycle, metrics, faults } = options.services;
+  const { store, lifecycle, metrics, faults, config } = options;
 
   app.get('/v1/stats', { schema: statsSchema, config: { scope: 'unscoped' } }, async () => {
     const counters = await store.counters();
@@ -28,8 +35,8 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       dirtyRatio: dirtyRatio(counters),
       lastCompaction: options.lastCompaction(),
       // What a client must know to send only what this server accepts (a restore checks it first).
-      maxValueBytes: options.services.config.maxValueBytes,
-      maxBatchBytes: batchBodyLimit(options.services.config.maxValueBytes),
+      maxValueBytes: config.maxValueBytes,
+      maxBatchBytes: batchBodyLimit(config.maxValueBytes),
     };
   });
 

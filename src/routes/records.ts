@@ -4,7 +4,8 @@ import { ApiError } from '../contract/errors.js';
 import { checkKey } from '../contract/key-rules.js';
 import { failureAnswer, jsonAnswer } from '../contract/render.js';
 import { postRecordsSchema, type BatchItem, type Static } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
+import type { Config } from '../config.js';
+import type { WriteBatcher } from '../writes/write-batcher.js';
 import type { WriteOp } from '../contract/model.js';
 import { exactText } from '../http/exact-numbers.js';
 import { submitWrite, valueText } from '../http/write-request.js';
@@ -54,8 +55,10 @@ function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: numb
 /** The largest `POST /v1/records` body: several values of the largest size, within reason. */
 export const batchBodyLimit = (maxValueBytes: number): number => Math.min(8 * maxValueBytes, 1024 * 1024 * 1024) + 64 * 1024;
 
-export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { batcher, config } = services;
+export const recordRoutes: FastifyPluginAsyncTypebox<{ batcher: WriteBatcher; config: Pick<Config, 'maxValueBytes'> }> = async (
+  app,
+  { batcher, config },
+) => {
   const bodyLimit = batchBodyLimit(config.maxValueBytes);
 
   // Each item's key is checked against the token's prefixes (http/scope.ts) before this runs.
