@@ -236,6 +236,12 @@ export class Metrics {
     ),
   };
 
+  private readonly planConflicts = new MirroredCounter(
+    this.registry,
+    'statelog_write_plan_conflicts_total',
+    'Write groups planned again under the lock because a key they read changed meanwhile (PostgreSQL: another node wrote it)',
+  );
+
   constructor(private readonly store: LogStore) {
     collectDefaultMetrics({ register: this.registry });
     for (const name of DROPPED_DEFAULTS) this.registry.removeSingleMetric(name);
@@ -348,6 +354,7 @@ export class Metrics {
     m.totalDuration.set(stats.totalDurationMs / 1000);
     m.lastDuration.set(stats.lastDurationMs / 1000);
     m.lastSuccess.set(stats.lastSuccessMs === null ? 0 : stats.lastSuccessMs / 1000);
+    this.planConflicts.set(this.store.planConflicts ?? 0);
     const text = await this.registry.metrics();
     return counters ? text + (await this.logRegistry.metrics()) : text;
   }

@@ -261,6 +261,11 @@ export interface LogStore {
    */
   readonly appliesBeforeReturning: boolean;
   /**
+   * Groups planned from an unlocked read and planned again under the lock because a key
+   * they read changed meanwhile (a metric); absent for a store that plans under its lock.
+   */
+  readonly planConflicts?: number;
+  /**
    * Head, horizon and epoch without a round trip. When several processes share the
    * database (PostgreSQL), the latest this process has learnt: it may lag another
    * node's commit by the time a notification takes, so answers that must be exact read

@@ -16,7 +16,6 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
-import { STORE_INTERNALS } from '../internals.js';
 import { WriteRoom } from '../store-errors.js';
 import { postgresErrorKinds } from './errors.js';
 import { conditionsOnOwnOffsets, groupKeys, planWrites } from '../write-plan.js';
@@ -328,11 +327,12 @@ export class PgStore implements LogStore {
     return this.commitLocked(requests, now);
   }
 
-  /** Groups that fell back to the locked path because a key they read changed. */
   private conflicts = 0;
 
-  /** For tests and benchmarks only: see test/support/store-access.ts. */
-  readonly [STORE_INTERNALS] = { conflicts: () => this.conflicts };
+  /** Groups that fell back to the locked path because a key they read changed. */
+  get planConflicts(): number {
+    return this.conflicts;
+  }
 
   private async commitPlanned(requests: WriteRequest[], now: number): Promise<WriteResult[] | null> {
     const { keys, incrKeys } = groupKeys(requests);
