@@ -31,13 +31,23 @@ export default tseslint.config(
   ),
   boundary(
     ['src/contract/**/*.ts'],
-    '^\\.\\./(?!store/log-store\\.js$)|(^|/)(test|bench)/',
-    'the contract describes the API: it imports nothing of the server but the data model (store/log-store)',
+    '^\\.\\./|(^|/)(test|bench)/',
+    'the contract describes the API and holds the data model (model.ts): it imports nothing else of the server',
   ),
   boundary(
     ['src/store/**/*.ts'],
     '(^|/)(http|routes|writes|feed|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench)/',
     'a store reads and writes the log: it never imports HTTP, routes, the feed or the process',
+  ),
+  boundary(
+    ['src/http/**/*.ts'],
+    '(^|/)(routes|sqlite|postgres)/|(^|/)(app|services|server|reload)\\.js$|(^|/)(test|bench)/',
+    'HTTP plumbing serves the routes: it never imports them, what builds the app (app, services) or a store driver',
+  ),
+  boundary(
+    ['src/writes/**/*.ts'],
+    '(^|/)(http|routes|feed|compaction)/|(^|/)(app|services|server)\\.js$|^(fastify|@fastify/.+)(/|$)|(^|/)(test|bench)/',
+    'the write path queues and applies writes: it never imports HTTP, routes, the feed or the process',
   ),
   boundary(['bench/**/*.ts'], '(^|/)test/', 'benchmarks share harness/ with the tests, and import nothing of test/'),
   boundary(['harness/**/*.ts'], '(^|/)(test|bench)/', 'the harness serves tests and benchmarks: it imports neither'),

@@ -24,6 +24,7 @@ const STORE_FREE = [
   'test/token-file.test.ts',
   'test/bench-smoke.test.ts',
   'test/tail-pages.test.ts',
+  'test/remembered-answers.test.ts', // the write planner alone
   'test/lint-boundaries.test.ts', // reads eslint.config.js, no store
   'test/client-abort.test.ts', // how a client's reset is logged: the store plays no part
   'test/client-timeouts.test.ts', // the client against bare sockets that stop answering

@@ -143,7 +143,6 @@ async function sqliteWrites(): Promise<void> {
     fillLog(path, { records, keys });
     const request = (key: string, value: string): WriteRequest => ({
       ops: [{ op: 'set', key, value }],
-      render: () => ({ status: 200, headers: {}, body: '' }),
     });
     const results: Record<string, number[]> = { without: [], with: [] };
     let n = 0;

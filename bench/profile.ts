@@ -82,7 +82,7 @@ export function areaOf(frame: Frame): string | null {
   if (inPackage(frame, 'prom-client') || own(frame, 'metrics.js')) return 'metrics (prom-client)';
   if (own(frame, 'overload.js')) return 'overload check';
   if (inPackage(frame, 'find-my-way')) return 'routing (find-my-way)';
-  if (inPackage(frame, 'fast-json-stringify') || url.includes('fastify/lib/reply.js') || own(frame, 'render.js') || (own(frame, 'write-request.js') && /^send/.test(name))) return 'reply: status, headers, body';
+  if (inPackage(frame, 'fast-json-stringify') || url.includes('fastify/lib/reply.js') || own(frame, 'render.js') || own(frame, 'reply.js')) return 'reply: status, headers, body';
   if (/^node:(_http_outgoing|internal\/stream_base_commons|internal\/streams\/writable)/.test(url) || name === 'writev' || name === 'writeBuffer' || name === 'writeUtf8String' || name === 'writeLatin1String') return 'reply: node HTTP response and socket write';
   if (/^node:(_http_server|_http_common|_http_incoming|net|internal\/streams\/readable|stream)/.test(url)) return 'HTTP: node request parsing and socket reads';
   if (/\/node_modules\/(fastify|avvio|light-my-request|@fastify\/[^/]+)\//.test(url)) return 'routing: fastify request lifecycle and hooks';

@@ -2,8 +2,6 @@
 // plugins and routes, but never listens. server.ts and the tests both use it.
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault, type RouteOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Compactor } from './compaction/compactor.js';
-import type { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import type { Authenticator } from './http/auth.js';
 import { clientErrorHandler } from './http/error-handler.js';
@@ -26,8 +24,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The services the app opened; app.close() closes them. */
     services: Services;
-    compactor: Compactor;
-    expirer: Expirer;
     /** The tokens in force (server.ts reloads them on SIGHUP); null with auth off. */
     authenticator: Authenticator | null;
   }
@@ -116,16 +112,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const services = await openServices(config, app.log, options);
   try {
     app.decorate('services', services);
-    app.decorate('compactor', services.compactor);
-    app.decorate('expirer', services.expirer);
     app.decorate('authenticator', auth);
-    await app.register(lifecycle, { services });
-    await app.register(parsing, { services });
-    await app.register(requestPipeline, { services, auth, accessLog });
-    await app.register(keyRoutes, { services });
-    await app.register(recordRoutes, { services });
-    await app.register(adminRoutes, { compactor: services.compactor, faults: services.faults });
-    await app.register(operationsRoutes, { services, lastCompaction: () => services.compactor.lastCompaction });
+    // The services' own work starts once the app is ready, and they close with it.
+    app.addHook('onReady', async () => services.start());
+    app.addHook('onClose', () => services.close());
+    await app.register(lifecycle, { beginShutdown: services.beginShutdown });
+    await app.register(parsing, { faults: services.faults });
+    const { store, batcher, metrics, faults, compactor, snapshots } = services;
+    await app.register(requestPipeline, { config, lifecycle: services.lifecycle, metrics, auth, accessLog });
+    await app.register(keyRoutes, { store, batcher, config });
+    await app.register(recordRoutes, { batcher, config });
+    await app.register(adminRoutes, { compactor, faults });
+    const lastCompaction = () => compactor.lastCompaction;
+    await app.register(operationsRoutes, { store, config, lifecycle: services.lifecycle, metrics, faults, snapshots, lastCompaction });
     await app.register(snapshotRoutes, { services });
     await app.register(changesRoutes, { services });
     await app.register(changeStreamRoutes, { services });

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { dirtyRatio, type LogStore, type StoreCounters } from './store/log-store.js';
-import { isStoreUnavailable } from './store/unavailable.js';
+import { storeErrorKind } from './store/store-errors.js';
 
 /** The route label of a request that matched no route: raw URLs would explode the label set. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -248,6 +248,12 @@ export class Metrics {
     ),
   };
 
+  private readonly planConflicts = new MirroredCounter(
+    this.registry,
+    'statelog_write_plan_conflicts_total',
+    'Write groups planned again under the lock because a key they read changed meanwhile (PostgreSQL: another node wrote it)',
+  );
+
   constructor(private readonly store: LogStore) {
     collectDefaultMetrics({ register: this.registry });
     for (const name of DROPPED_DEFAULTS) this.registry.removeSingleMetric(name);
@@ -346,7 +352,8 @@ export class Metrics {
     try {
       counters = await this.store.counters();
     } catch (err) {
-      if (!isStoreUnavailable(err)) throw err;
+      const kind = storeErrorKind(err);
+      if (kind === null || kind === 'corrupt') throw err;
     }
     this.databaseUp.set(counters ? 1 : 0);
     if (counters) {
@@ -369,6 +376,7 @@ export class Metrics {
     m.totalDuration.set(stats.totalDurationMs / 1000);
     m.lastDuration.set(stats.lastDurationMs / 1000);
     m.lastSuccess.set(stats.lastSuccessMs === null ? 0 : stats.lastSuccessMs / 1000);
+    this.planConflicts.set(this.store.planConflicts ?? 0);
     const text = await this.registry.metrics();
     return counters ? text + (await this.logRegistry.metrics()) : text;
   }

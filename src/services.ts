@@ -1,6 +1,7 @@
-// The services behind the routes, opened together and closed together: the store, group
-// commit, the notifier, the compactor and the metrics. Routes are given them explicitly,
-// so nothing depends on registration order or decorators.
+// The services behind the routes, built, started and closed here: the store, group
+// commit, the notifier, the snapshots' slots and spool, the compactor, the expirer and
+// the metrics. Routes are given what they use explicitly, so nothing depends on
+// registration order or decorators.
 import { setMaxListeners } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,21 +10,16 @@ import { Compactor, compactionSettings, type CompactorLog } from './compaction/c
 import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
+import { ReadTurns } from './feed/read-turns.js';
 import { SharedSnapshots } from './feed/shared-snapshots.js';
 import { SpoolBudget } from './feed/snapshot-spool.js';
+import type { Lifecycle } from './http/lifecycle.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
 import { describeStore, openStore } from './store/open-store.js';
-import { StoreFaults } from './store/unavailable.js';
+import { StoreFaults } from './store/store-errors.js';
 import { WriteBatcher } from './writes/write-batcher.js';
-
-export interface Lifecycle {
-  /** Set when shutdown begins: readiness fails and long polls and streams end. */
-  closing: boolean;
-  /** Aborted when shutdown begins. */
-  readonly shutdown: AbortSignal;
-}
 
 export interface AppServices {
   config: Config;
@@ -35,6 +31,8 @@ export interface AppServices {
   metrics: Metrics;
   /** The cap on long polls and change streams open at once. */
   watchers: WatcherSlots;
+  /** The turns that every read of the change feed takes with the rest of the event loop. */
+  readTurns: ReadTurns;
   /** Errors from the database are shown here: a corrupt database fails readiness for good. */
   faults: StoreFaults;
   /** Snapshots and snapshot=true streams, sharing reads of the store. */
@@ -43,16 +41,19 @@ export interface AppServices {
 
 export interface Services extends AppServices {
   compactor: Compactor;
-  /** Deletes keys past their TTL (started with the compactor, once the app is ready). */
+  /** Deletes keys past their TTL. */
   expirer: Expirer;
+  /** Starts the work of the process's own: the compactor, the expirer and the purge of expired idempotency answers. */
+  start(): void;
   /** Starts shutdown: `closing` is set and `shutdown` aborted (idempotent). */
   beginShutdown(): void;
-  /** Stops the compactor, finishes the writes in flight and closes the store. */
+  /** Stops what start() started, finishes the writes in flight and closes the store. */
   close(): Promise<void>;
 }
 
 /** The log the services write to (a pino logger, as fastify's). */
 export interface ServicesLog {
+  error(fields: object, message: string): void;
   warn(fields: object, message: string): void;
   fatal(fields: object, message: string): void;
   child(bindings: Record<string, unknown>): CompactorLog;
@@ -150,6 +151,17 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       onRead: () => metrics.snapshotRead(),
     });
 
+    let purge: NodeJS.Timeout | undefined;
+    undo.unshift(() => clearInterval(purge));
+    const start = () => {
+      compactor.start();
+      expirer.start();
+      purge = setInterval(
+        () => void store.purgeIdempotency(Date.now()).catch((err) => log.error({ err }, 'idempotency purge failed')),
+        Math.min(config.idempotencyTtlMs, 60_000),
+      ).unref();
+    };
+
     let closed: Promise<void> | undefined;
     return {
       config,
@@ -159,10 +171,12 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       lifecycle,
       metrics,
       watchers: new WatcherSlots(config.maxWatchers),
+      readTurns: new ReadTurns(),
       faults: new StoreFaults(),
       snapshots,
       compactor,
       expirer,
+      start,
       beginShutdown,
       close() {
         beginShutdown();

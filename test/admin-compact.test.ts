@@ -74,7 +74,7 @@ describe('POST /v1/admin/compact', () => {
     expect(answers.map((a) => a.status)).toEqual([200, 200]);
     expect(answers[1]!.body).toEqual(answers[0]!.body);
     expect(answers[0]!.body.removed).toBe(950);
-    expect(t.app.compactor.runs).toBe(1);
+    expect(t.app.services.compactor.runs).toBe(1);
   });
 
   it('answers 503 when the run fails, keeps serving, and a later run succeeds', async () => {
@@ -86,7 +86,7 @@ describe('POST /v1/admin/compact', () => {
     expect(failed.body.error.code).toBe('unavailable');
     expect(failed.body.error.message).not.toMatch(/injected/);
     expect(failed.headers['retry-after']).toBe('1');
-    expect(t.app.compactor.failures).toBe(1);
+    expect(t.app.services.compactor.failures).toBe(1);
 
     expect((await put('k', 'still writing')).status).toBe(200);
     expect((await t.http.get('/v1/stats')).body).toMatchObject({ records: 21, lastCompaction: null });
@@ -103,7 +103,7 @@ describe('the timer', () => {
     await put('a', 1);
     await put('b', 1);
     await put('a', 2); // 1 superseded of 3: below the ratio
-    expect(t.app.compactor.runs).toBe(0);
+    expect(t.app.services.compactor.runs).toBe(0);
     await put('a', 3); // 2 of 4
     await expect.poll(async () => (await t.http.get('/v1/stats')).body.lastCompaction, { timeout: 10_000 }).toMatchObject({
       trigger: 'dirty_ratio',
@@ -138,7 +138,7 @@ describe('the timer', () => {
         .send({ records: Array.from({ length: 1000 }, (_, i) => ({ key: `k${i % 100}`, value: batch })) });
     }
     const store = t.app.services.store;
-    const run = t.app.compactor.run();
+    const run = t.app.services.compactor.run();
     run.catch(() => {});
     await t.app.close();
     await expect(run).rejects.toThrow('the compactor stopped');

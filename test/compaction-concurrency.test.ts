@@ -93,7 +93,7 @@ describe('readers and writers during a compaction run', () => {
           expect(res.status).toBe(200);
           written.push({ offset: res.body.offset, key, op: 'set', value: JSON.stringify({ seed, i }), ts: 0 });
         }
-        if (t.app.compactor.running) writesDuringRun += 1;
+        if (t.app.services.compactor.running) writesDuringRun += 1;
       }
     };
     const snapshots: Array<{ offset: number; state: Map<string, string> }> = [];
@@ -101,7 +101,7 @@ describe('readers and writers during a compaction run', () => {
       while (running) snapshots.push(await slowSnapshot(store));
     };
 
-    const run = t.app.compactor.run();
+    const run = t.app.services.compactor.run();
     const writers = [1, 2, 3].map(writer);
     // Writes still in flight when the writers are told to stop commit after it: the
     // followers wait for the last of them, not for the stop.

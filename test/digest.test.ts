@@ -69,7 +69,7 @@ describe('the state digest', () => {
             expect([200, 404, 412, 422]).toContain(res.status);
           } else if (step.type === 'expire') {
             await new Promise((resolve) => setTimeout(resolve, 5));
-            await app.app.expirer.run();
+            await app.app.services.expirer.run();
           } else {
             expect((await app.http.post('/v1/admin/compact')).status).toBe(200);
           }

@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startApp, type TestApp } from './support/helpers.js';
 import type { WriteRequest } from '../src/store/log-store.js';
-import { jsonAnswer } from '../src/contract/render.js';
+import { outcomeOf } from './support/store-helpers.js';
 
 let t: TestApp;
 let transactions: number[];
@@ -22,10 +22,7 @@ afterEach(async () => {
   await t.close();
 });
 
-const request = (ops: WriteRequest['ops']): WriteRequest => ({
-  ops,
-  render: (outcome) => jsonAnswer(outcome.ok ? 200 : 412, outcome),
-});
+const request = (ops: WriteRequest['ops']): WriteRequest => ({ ops });
 
 describe('group commit', () => {
   it('commits requests submitted in one event-loop turn as one transaction, in arrival order', async () => {
@@ -34,7 +31,10 @@ describe('group commit', () => {
       Array.from({ length: 50 }, (_, i) => batcher.submit(request([{ op: 'set', key: `k${i}`, value: String(i) }]))),
     );
     expect(transactions).toEqual([50]);
-    const offsets = results.map((r) => JSON.parse(r.answer.body).applied[0].offset);
+    const offsets = results.map((r) => {
+      const outcome = outcomeOf(r);
+      return outcome.ok ? outcome.applied[0]!.offset : null;
+    });
     expect(offsets).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
   });
 
@@ -48,8 +48,8 @@ describe('group commit', () => {
       batcher.submit(request([{ op: 'incr', key: 'n', by: 1 }])),
     ]);
     expect(transactions).toEqual([5]);
-    expect([first, stale, second, missing, third].map((r) => r!.answer.status)).toEqual([200, 412, 200, 412, 200]);
-    expect(JSON.parse(missing!.answer.body).failure).toEqual({ code: 'not_found', index: 1 });
+    expect([first, stale, second, missing, third].map((r) => (outcomeOf(r).ok ? 200 : 412))).toEqual([200, 412, 200, 412, 200]);
+    expect(outcomeOf(missing)).toMatchObject({ failure: { code: 'not_found', index: 1 } });
     const { store } = t.app.services;
     expect((await store.get('k'))?.value).toBe('3');
     expect(await store.get('x')).toBeNull();

@@ -2,11 +2,12 @@
 // look at a key's state: a cached entry must never outlive the key's next write,
 // deletion, or a write that rolled back.
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WriteOp, WriteRequest } from '../src/store/log-store.js';
 import type { SqliteStore } from '../src/store/sqlite/store.js';
 import { tempDir } from './support/helpers.js';
-import { write } from './support/store-helpers.js';
+import { outcomeOf, write } from './support/store-helpers.js';
 import { openSqliteStore } from './support/store-access.js';
 
 let store: SqliteStore;
@@ -47,15 +48,8 @@ describe('the entry cache of get()', () => {
 
   it('takes back only the refused request of a group, whose earlier ops it had cached', async () => {
     store = openSqliteStore(join(tempDir(), 'statelog.db'));
-    const answers: boolean[] = [];
-    const request = (ops: WriteOp[]): WriteRequest => ({
-      ops,
-      render(outcome) {
-        answers.push(outcome.ok);
-        return { status: outcome.ok ? 200 : 409, headers: {}, body: '' };
-      },
-    });
-    await store.commit(
+    const request = (ops: WriteOp[]): WriteRequest => ({ ops });
+    const results = await store.commit(
       [
         request([{ op: 'set', key: 'a', value: '5' }]),
         request([
@@ -67,22 +61,23 @@ describe('the entry cache of get()', () => {
       ],
       Date.now(),
     );
-    expect(answers).toEqual([true, false, true]);
+    expect(results.map((result) => outcomeOf(result).ok)).toEqual([true, false, true]);
     expect(await store.get('a')).toMatchObject({ value: '15', offset: 2 });
     expect(await store.get('b')).toBeNull();
   });
 
   it('forgets every key of a group whose transaction rolled back', async () => {
-    store = openSqliteStore(join(tempDir(), 'statelog.db'));
+    const path = join(tempDir(), 'statelog.db');
+    store = openSqliteStore(path);
     await write(store, [{ op: 'set', key: 'a', value: '1' }]);
-    const failing: WriteRequest = {
-      ops: [{ op: 'set', key: 'b', value: '1' }],
-      render() {
-        throw new Error('rendering failed');
-      },
-    };
-    const plain: WriteRequest = { ops: [{ op: 'set', key: 'a', value: '2' }], render: () => ({ status: 200, headers: {}, body: '' }) };
-    await expect(store.commit([plain, failing], Date.now())).rejects.toThrow('rendering failed');
+    // Another connection's trigger fails the group's transaction at its second request.
+    const other = new Database(path);
+    other.exec("CREATE TRIGGER fail_b BEFORE INSERT ON log WHEN new.key = 'b' BEGIN SELECT RAISE(ABORT, 'writing b failed'); END");
+    const failing: WriteRequest = { ops: [{ op: 'set', key: 'b', value: '1' }] };
+    const plain: WriteRequest = { ops: [{ op: 'set', key: 'a', value: '2' }] };
+    await expect(store.commit([plain, failing], Date.now())).rejects.toThrow('writing b failed');
+    other.exec('DROP TRIGGER fail_b');
+    other.close();
     expect(await store.get('a')).toMatchObject({ value: '1', offset: 1 });
     expect(await store.get('b')).toBeNull();
     // The next write sees the state the database kept.

@@ -275,7 +275,7 @@ describe('StateMirror', () => {
       const restarted = mirrorOf(url, { checkpoint });
       await restarted.ready;
       expect([...restarted.keys()]).toEqual(['forever']);
-      expect(await t.app.expirer.run()).toBe(2);
+      expect(await t.app.services.expirer.run()).toBe(2);
       await caughtUp(restarted, client);
       expect((await restarted.verify()).ok).toBe(true);
       expect(restarted.size).toBe(1);

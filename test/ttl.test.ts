@@ -40,8 +40,8 @@ describe('TTL', () => {
     expect((await app.http.delete('/v1/keys/session')).status).toBe(404);
     expect((await app.http.get('/v1/changes?after=0')).body.records).toHaveLength(2);
 
-    expect(await app.app.expirer.run()).toBe(1);
-    expect(await app.app.expirer.run()).toBe(0);
+    expect(await app.app.services.expirer.run()).toBe(1);
+    expect(await app.app.services.expirer.run()).toBe(0);
     const changes = (await app.http.get('/v1/changes?after=0')).body.records;
     expect(changes.map((r: { key: string; op: string }) => `${r.op} ${r.key}`)).toEqual(['set session', 'set forever', 'delete session']);
     expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 1, tombstones: 1 });
@@ -56,7 +56,7 @@ describe('TTL', () => {
     await put(app, 'b', { value: 2, ttlMs: 60_000 });
     await app.http.post('/v1/records').set(json).send({ records: [{ key: 'c', value: 5, ttlMs: 200 }, { key: 'c', op: 'incr', by: 1 }] });
     await new Promise((resolve) => setTimeout(resolve, 250));
-    expect(await app.app.expirer.run()).toBe(0);
+    expect(await app.app.services.expirer.run()).toBe(0);
     expect((await app.http.get('/v1/keys/a')).body).toMatchObject({ value: 2 });
     expect((await app.http.get('/v1/keys/a')).body.expiresAt).toBeUndefined();
     expect((await app.http.get('/v1/keys/b')).body.expiresAt).toBeGreaterThan(Date.now() + 50_000);
@@ -72,7 +72,7 @@ describe('TTL', () => {
     expect(incr.body.records[0].value).toBe(1);
     expect((await put(app, 'm', { value: 2 }, { 'if-none-match': '*' })).status).toBe(200);
     // Both were written again: the expirer's conditional deletes find nothing due.
-    expect(await app.app.expirer.run()).toBe(0);
+    expect(await app.app.services.expirer.run()).toBe(0);
     expect((await app.http.get('/v1/keys/m')).body.value).toBe(2);
   });
 
@@ -118,9 +118,9 @@ describe('TTL', () => {
     }
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 0, expiredKeys: 3000 });
-    expect(await app.app.expirer.run()).toBe(3000);
+    expect(await app.app.services.expirer.run()).toBe(3000);
     // 25, 100, 400, then 1000 a step: 3000 keys in 6 steps, where 25 a step took 121.
-    expect(app.app.expirer.steps).toBeLessThanOrEqual(6);
+    expect(app.app.services.expirer.steps).toBeLessThanOrEqual(6);
     expect((await app.http.get('/v1/stats')).body).toMatchObject({ liveKeys: 0, expiredKeys: 0, tombstones: 3000 });
   });
 
@@ -140,13 +140,13 @@ describe('TTL', () => {
       }
     })();
     try {
-      expect(await app.app.expirer.run()).toBe(12_000);
+      expect(await app.app.services.expirer.run()).toBe(12_000);
     } finally {
       writing = false;
       await writer;
     }
     // Without the writer's pace: 25, 100, 400, then 1000 a step, 15 steps.
-    expect(app.app.expirer.steps).toBeLessThan(15);
+    expect(app.app.services.expirer.steps).toBeLessThan(15);
     expect((await app.http.get('/v1/stats')).body).toMatchObject({ expiredKeys: 0, tombstones: 12_000 });
   });
 
@@ -272,7 +272,7 @@ describe('TTL through the client', () => {
       await sleepUntil(Math.max(entry!.expiresAt!, later!.expiresAt!));
       expect(await client.get('lease')).toBeNull();
       expect(await client.get('b')).toBeNull();
-      expect(await t.app.expirer.run()).toBe(2);
+      expect(await t.app.services.expirer.run()).toBe(2);
     } finally {
       await client.close();
     }

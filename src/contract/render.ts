@@ -1,7 +1,7 @@
 // JSON text for entries, records and write answers. Values are stored as JSON text,
 // so answers are assembled around them instead of parsing and re-serialising.
 import { ApiError, type ErrorCode, type ErrorDetails } from './errors.js';
-import type { Answer, StoredEntry, StoredRecord, WriteFailure } from '../store/log-store.js';
+import type { Answer, StoredEntry, StoredRecord, WriteFailure } from './model.js';
 
 /** A value's expiry as it ends an entry or a record: everywhere a key's state travels, it carries it. */
 const expiryJson = (expiresAt: number | null | undefined): string => (expiresAt == null ? '' : `,"expiresAt":${expiresAt}`);

@@ -4,7 +4,7 @@
 import { ApiError } from '../contract/errors.js';
 import { inScope } from '../contract/key-scope.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
-import { ReadTurns } from './read-turns.js';
+import type { ReadTurns } from './read-turns.js';
 
 export interface FeedPage {
   records: StoredRecord[];
@@ -55,11 +55,11 @@ export function checkReader(after: number, position: { head: number; horizon: nu
   }
 }
 
-/** One queue of turns for every reader of the feed in the process. */
-const turns = new ReadTurns();
-
-/** A page of the feed, read in its turn (read-turns.ts); not read at all once `gone` is true. */
-export async function readFeed(store: LogStore, query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
+/**
+ * A page of the feed, read in its turn among the process's feed reads (`turns`, one for
+ * the process: services.ts); not read at all once `gone` is true.
+ */
+export async function readFeed(turns: ReadTurns, store: LogStore, query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
   const { key, within, ...rest } = query;
   const changes = { ...rest, ...(key !== undefined ? { key } : {}), scan: FEED_SCAN_RECORDS };
   const page = await turns.run(() => store.readChanges(changes), gone);

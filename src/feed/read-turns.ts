@@ -3,10 +3,17 @@
 // would otherwise hold it for one read each before a plain GET got its turn. Queued reads
 // run in slices of at most SLICE_MS between turns of the event loop, so a GET waits for
 // one slice at most, however many readers there are.
-import { ApiError } from '../contract/errors.js';
 
 /** The event loop's time given to feed reads in one go. */
 const SLICE_MS = 4;
+
+/** A reader that went away before its turn: it is not read for (answered 503 if anyone is left to answer). */
+export class ReaderGone extends Error {
+  constructor() {
+    super('the client went away');
+    this.name = 'ReaderGone';
+  }
+}
 
 interface Queued {
   start: () => void;
@@ -50,7 +57,7 @@ export class ReadTurns {
     do {
       const next = this.queue[this.head]!;
       this.head += 1;
-      if (next.gone?.()) next.refuse(new ApiError('unavailable', 'the client went away'));
+      if (next.gone?.()) next.refuse(new ReaderGone());
       else next.start();
     } while (this.head < this.queue.length && performance.now() < until);
     if (this.head >= this.queue.length) {

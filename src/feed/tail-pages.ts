@@ -4,6 +4,7 @@
 // as the head is unchanged.
 import { checkReader, readFeed, type FeedPage, type FeedQuery } from './change-feed.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
+import type { ReadTurns } from './read-turns.js';
 
 /** Readers far behind are at offsets of their own: the pages kept per head are few. */
 const MAX_PAGES = 64;
@@ -21,6 +22,7 @@ export class TailPages<Rendered> {
 
   constructor(
     private readonly store: LogStore,
+    private readonly turns: ReadTurns,
     private readonly render: (records: StoredRecord[]) => Rendered,
   ) {}
 
@@ -50,7 +52,7 @@ export class TailPages<Rendered> {
       checkReader(query.after, position);
       return shared;
     }
-    const reading = readFeed(this.store, query).then((page) => ({ page, text: this.render(page.records) }));
+    const reading = readFeed(this.turns, this.store, query).then((page) => ({ page, text: this.render(page.records) }));
     if (this.pages.size < MAX_PAGES) {
       this.pages.set(key, reading);
       // A failed read (the database unreachable for a moment) is not kept for the next reader.

@@ -4,7 +4,8 @@ import { STATUS_CODES as HTTP_REASONS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, databaseUnavailable, type ErrorCode } from '../contract/errors.js';
-import { isStoreCorrupt, isStoreFull, isStoreUnavailable } from '../store/unavailable.js';
+import { ReaderGone } from '../feed/read-turns.js';
+import { storeErrorKind, type StoreErrorKind } from '../store/store-errors.js';
 
 /** fastify's own errors, by code, as the contract's codes. */
 const FASTIFY_CODES: Record<string, ErrorCode> = {
@@ -42,12 +43,28 @@ const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
   unavailable: 'the service is unavailable; retry later',
 };
 
+/** The store's error kinds as answers, and how each is logged. */
+const STORE_ANSWERS: Record<StoreErrorKind, { answer: () => ApiError; level: 'error' | 'warn'; log: string }> = {
+  // Corruption is no outage to wait out: the client is told of an internal error.
+  corrupt: {
+    answer: () => new ApiError('internal', 'internal error'),
+    level: 'error',
+    log: 'the database is corrupt: the request failed; restore the file from a backup',
+  },
+  no_space: {
+    answer: () => databaseUnavailable('the database has no room to write; retry later'),
+    level: 'warn',
+    log: 'the database has no room to write',
+  },
+  unavailable: { answer: () => databaseUnavailable(), level: 'warn', log: 'the database is unavailable' },
+  busy: { answer: () => databaseUnavailable(), level: 'warn', log: 'the database is unavailable' },
+};
+
 export function toApiError(err: FastifyError | Error): ApiError {
   if (err instanceof ApiError) return err;
-  // Corruption is no outage to wait out: the client is told of an internal error.
-  if (isStoreCorrupt(err)) return new ApiError('internal', 'internal error');
-  if (isStoreFull(err)) return databaseUnavailable('the database has no room to write; retry later');
-  if (isStoreUnavailable(err)) return databaseUnavailable();
+  const kind = storeErrorKind(err);
+  if (kind) return STORE_ANSWERS[kind].answer();
+  if (err instanceof ReaderGone) return new ApiError('unavailable', err.message);
   const fastifyError = err as FastifyError;
   if (fastifyError.validation) return new ApiError('invalid_request', fastifyError.message);
   const status = fastifyError.statusCode ?? 500;
@@ -76,15 +93,13 @@ export function errorHandler(err: FastifyError | Error, request: FastifyRequest,
     return reply.code(400).send(new ApiError('invalid_request', 'the request was not received whole').toBody());
   }
   const apiError = toApiError(err);
-  if (isStoreCorrupt(err)) {
-    request.log.error({ err }, 'the database is corrupt: the request failed; restore the file from a backup');
+  const kind = storeErrorKind(err);
+  if (kind) {
+    const { level, log } = STORE_ANSWERS[kind];
+    // An outage is not a bug: its cause (which address, which SQLSTATE) without a stack.
+    request.log[level](level === 'error' ? { err } : { err: { message: err.message, code: (err as { code?: unknown }).code } }, log);
   } else if (apiError.statusCode >= 500 && apiError.code !== 'unavailable') {
     request.log.error({ err }, 'request failed');
-  } else if (!(err instanceof ApiError) && isStoreFull(err)) {
-    request.log.warn({ err: { message: err.message, code: (err as { code?: unknown }).code } }, 'the database has no room to write');
-  } else if (!(err instanceof ApiError) && isStoreUnavailable(err)) {
-    // An outage, not a bug: the cause (which address, which SQLSTATE) without alarm.
-    request.log.warn({ err: { message: err.message, code: (err as { code?: unknown }).code } }, 'the database is unavailable');
   }
   return reply.code(apiError.statusCode).headers(apiError.headers).send(apiError.toBody());
 }

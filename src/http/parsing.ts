@@ -3,14 +3,14 @@
 // the contract's error body.
 import { isUtf8 } from 'node:buffer';
 import { Ajv } from 'ajv';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import secureJson from 'secure-json-parse';
 import { ApiError } from '../contract/errors.js';
-import { checkExactBodySize, keepExactNumbers } from '../writes/exact-numbers.js';
+import type { StoreFaults } from '../store/store-errors.js';
 import { decodedBody } from './content-encoding.js';
-import type { AppServices } from '../services.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
+import { checkExactBodySize, exactNumbers } from './exact-numbers.js';
 
 /**
  * Validation: request bodies are checked strictly (no coercion, extra members refused),
@@ -25,7 +25,7 @@ function validatorCompiler() {
 }
 
 /** JSON bodies only: valid UTF-8, valid JSON, no prototype poisoning. */
-function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
+function parseJsonBody(req: FastifyRequest, body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
   if (body.length === 0) return done(new ApiError('invalid_json', 'the body is empty'));
   if (!isUtf8(body)) return done(new ApiError('invalid_json', 'the body is not valid UTF-8'));
   let parsed: unknown;
@@ -42,17 +42,19 @@ function parseJsonBody(_req: unknown, body: Buffer, done: (err: Error | null, va
     return done(new ApiError('invalid_json', message));
   }
   try {
-    keepExactNumbers(text, parsed);
+    req.exactBody = exactNumbers(text, parsed);
   } catch (err) {
     return done(err as Error);
   }
   done(null, parsed);
 }
 
-export const parsing = fp(async (app: FastifyInstance, { services }: { services: Pick<AppServices, 'faults'> }) => {
+export const parsing = fp(async (app: FastifyInstance, { faults }: { faults: StoreFaults }) => {
   app.setValidatorCompiler(validatorCompiler());
+  // Present on every request from the start (fastify's advice), a body or not.
+  app.decorateRequest('exactBody', undefined);
   app.setErrorHandler((err: Error, req, reply) => {
-    services.faults.observe(err);
+    faults.observe(err);
     return errorHandler(err, req, reply);
   });
   app.setNotFoundHandler(notFoundHandler);

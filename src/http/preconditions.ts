@@ -1,7 +1,7 @@
 // HTTP conditional headers (If-Match, If-None-Match) as the store's conditions.
 // Offsets are the ETags: "N" (quoted, as sent) or N are both accepted.
 import { ApiError } from '../contract/errors.js';
-import type { Condition } from '../store/log-store.js';
+import type { Condition } from '../contract/model.js';
 
 type Header = string | string[] | undefined;
 

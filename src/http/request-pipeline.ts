@@ -8,7 +8,7 @@ import fp from 'fastify-plugin';
 import { ApiError } from '../contract/errors.js';
 import type { Config } from '../config.js';
 import type { Metrics } from '../metrics.js';
-import type { AppServices } from '../services.js';
+import type { Lifecycle } from './lifecycle.js';
 import { Authenticator } from './auth.js';
 import { errorHandler } from './error-handler.js';
 import { overloadCheck } from './overload.js';
@@ -91,7 +91,9 @@ export const CORS_HEADERS = {
 };
 
 export interface RequestPipelineOptions {
-  services: AppServices;
+  config: Config;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
   auth: Authenticator | null;
   accessLog: AccessLog;
 }
@@ -119,8 +121,7 @@ function checksHook(checks: Check[], setsRequestId: boolean) {
  * share one onRequest hook unless CORS must run between them: each hook is one more
  * pass through fastify's hook runner on every request.
  */
-export const requestPipeline = fp(async (app: FastifyInstance, { services, auth, accessLog }: RequestPipelineOptions) => {
-  const { lifecycle, metrics, config } = services;
+export const requestPipeline = fp(async (app: FastifyInstance, { config, lifecycle, metrics, auth, accessLog }: RequestPipelineOptions) => {
   accessLog.metrics = metrics;
   enforceScopes(app);
   // Liveness holds while the process runs, shutdown included.

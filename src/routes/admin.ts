@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { CompactionStopped, type Compactor } from '../compaction/compactor.js';
 import { ApiError } from '../contract/errors.js';
 import { compactSchema } from '../contract/schemas.js';
-import type { StoreFaults } from '../store/unavailable.js';
+import type { StoreFaults } from '../store/store-errors.js';
 
 export const adminRoutes: FastifyPluginAsyncTypebox<{ compactor: Compactor; faults: StoreFaults }> = async (app, { compactor, faults }) => {
   app.post('/v1/admin/compact', { schema: compactSchema, config: { scope: 'unscoped' } }, async (req) => {

@@ -32,8 +32,8 @@ async function openSnapshot(snapshots: SharedSnapshots, store: LogStore, filter:
 }
 
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, options) => {
-  const { store, notifier, lifecycle, metrics, watchers } = options.services;
-  const tail = new TailPages(store, recordEvents);
+  const { store, notifier, lifecycle, metrics, watchers, readTurns } = options.services;
+  const tail = new TailPages(store, readTurns, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const filter = requestFilter(req, req.query.prefix, req.query.key);

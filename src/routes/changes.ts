@@ -10,7 +10,7 @@ import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changesSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import { sendJsonText } from '../writes/write-request.js';
+import { sendJsonText } from '../http/reply.js';
 
 /**
  * A page also ends once it holds this many characters of keys and values (and always
@@ -26,10 +26,10 @@ function pageJson(page: FeedPage, epoch: string, records = recordsJson(page.reco
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, notifier, lifecycle, metrics, watchers, config } = services;
+  const { store, notifier, lifecycle, metrics, watchers, config, readTurns } = services;
   const scope = cacheScope(config);
   // Polls woken by one commit at one position and filter share one read and one rendering.
-  const tail = new TailPages(store, recordsJson);
+  const tail = new TailPages(store, readTurns, recordsJson);
 
   app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const { after, limit, wait, epoch, cursor } = req.query;
@@ -40,7 +40,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
 
     // A client that left while its read waited for its turn is not read for.
     const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
-    let page = await readFeed(store, query, gone);
+    let page = await readFeed(readTurns, store, query, gone);
     let rendered: string | undefined;
     // Waits only at the head: a filtered read that stopped at its scan bound answers at
     // once with the position it reached, and the reader continues from there.

@@ -7,9 +7,11 @@ import { entryJson, failureAnswer, jsonAnswer, recordJson } from '../contract/re
 import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
 import { listFiltered } from '../feed/scoped-reads.js';
 import { requestFilter } from '../http/scope.js';
-import type { AppServices } from '../services.js';
-import { exactBody } from '../writes/exact-numbers.js';
-import { sendJsonText, submitWrite, valueText } from '../writes/write-request.js';
+import type { Config } from '../config.js';
+import type { LogStore } from '../store/log-store.js';
+import type { WriteBatcher } from '../writes/write-batcher.js';
+import { sendJsonText } from '../http/reply.js';
+import { submitWrite, valueText } from '../http/write-request.js';
 
 /**
  * A listing page stops early past this much JSON (at least one item is always sent):
@@ -29,15 +31,20 @@ function decodeCursor(cursor: string): string {
   return key;
 }
 
-export const keyRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, batcher, config } = services;
+export interface KeyRouteOptions {
+  store: LogStore;
+  batcher: WriteBatcher;
+  config: Pick<Config, 'maxValueBytes'>;
+}
+
+export const keyRoutes: FastifyPluginAsyncTypebox<KeyRouteOptions> = async (app, { store, batcher, config }) => {
 
   // The single-key routes are plain functions returning a promise, not async ones: an
   // async handler's result is one more promise to adopt on every request. A refusal
   // thrown before the promise is answered as a rejection would be.
   app.put('/v1/keys/:key', { schema: putKeySchema, config: { scope: 'key' }, bodyLimit: config.maxValueBytes + 64 * 1024 }, (req, reply) => {
     const key = checkKey(req.params.key);
-    const value = valueText(req.body.value, config.maxValueBytes, {}, exactBody(req.body)?.value);
+    const value = valueText(req.body.value, config.maxValueBytes, {}, req.exactBody?.value);
     const condition = writeCondition(req.headers['if-match'], req.headers['if-none-match']);
     const ttl = req.body.ttlMs === undefined ? {} : { ttlMs: req.body.ttlMs };
     return submitWrite(batcher, req, reply, [{ op: 'set', key, value, ...ttl, ...condition }], (outcome) => {

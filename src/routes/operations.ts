@@ -2,19 +2,29 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ApiError, databaseUnavailable } from '../contract/errors.js';
 import { healthSchema, metricsSchema, statsSchema, type LastCompaction, type Static } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
+import type { Config } from '../config.js';
+import type { Lifecycle } from '../http/lifecycle.js';
+import type { Metrics } from '../metrics.js';
+import type { LogStore } from '../store/log-store.js';
 import { dirtyRatio } from '../store/log-store.js';
-import { isStoreFull } from '../store/unavailable.js';
+import { storeErrorKind, type StoreFaults } from '../store/store-errors.js';
 import { batchBodyLimit } from './records.js';
+import type { SharedSnapshots } from '../feed/shared-snapshots.js';
 
 export interface OperationsOptions {
-  services: AppServices;
+  store: LogStore;
+  config: Pick<Config, 'maxValueBytes'>;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  faults: StoreFaults;
+  /** The snapshots: readiness fails while their spool folder cannot be written. */
+  snapshots: Pick<SharedSnapshots, 'checkFolder'>;
   /** The last compaction run's summary, or null if none ran since start. */
   lastCompaction: () => Static<typeof LastCompaction> | null;
 }
 
 export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = async (app, options) => {
-  const { store, lifecycle, metrics, faults } = options.services;
+  const { store, lifecycle, metrics, faults, config } = options;
 
   app.get('/v1/stats', { schema: statsSchema, config: { scope: 'unscoped' } }, async () => {
     const counters = await store.counters();
@@ -24,8 +34,8 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       dirtyRatio: dirtyRatio(counters),
       lastCompaction: options.lastCompaction(),
       // What a client must know to send only what this server accepts (a restore checks it first).
-      maxValueBytes: options.services.config.maxValueBytes,
-      maxBatchBytes: batchBodyLimit(options.services.config.maxValueBytes),
+      maxValueBytes: config.maxValueBytes,
+      maxBatchBytes: batchBodyLimit(config.maxValueBytes),
     };
   });
 
@@ -40,13 +50,13 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
       await store.ping();
     } catch (err) {
       if (faults.observe(err)) throw corrupt(faults.corrupt!);
-      if (isStoreFull(err)) {
+      if (storeErrorKind(err) === 'no_space') {
         throw databaseUnavailable('writes fail: the database has no room to write', { reason: 'no_space' });
       }
       throw databaseUnavailable('the database is not usable', { reason: 'unavailable' });
     }
     // The snapshots' spool folder: readiness fails while it cannot be written.
-    await options.services.snapshots.checkFolder();
+    await options.snapshots.checkFolder();
     return { status: 'ready' };
   });
 

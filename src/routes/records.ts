@@ -4,10 +4,11 @@ import { ApiError } from '../contract/errors.js';
 import { checkKey } from '../contract/key-rules.js';
 import { failureAnswer, jsonAnswer } from '../contract/render.js';
 import { postRecordsSchema, type BatchItem, type Static } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
-import type { WriteOp } from '../store/log-store.js';
-import { exactBody, exactText } from '../writes/exact-numbers.js';
-import { submitWrite, valueText } from '../writes/write-request.js';
+import type { Config } from '../config.js';
+import type { WriteBatcher } from '../writes/write-batcher.js';
+import type { WriteOp } from '../contract/model.js';
+import { exactText } from '../http/exact-numbers.js';
+import { submitWrite, valueText } from '../http/write-request.js';
 
 function invalid(index: number, message: string): ApiError {
   return new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
@@ -54,13 +55,15 @@ function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: numb
 /** The largest `POST /v1/records` body: several values of the largest size, within reason. */
 export const batchBodyLimit = (maxValueBytes: number): number => Math.min(8 * maxValueBytes, 1024 * 1024 * 1024) + 64 * 1024;
 
-export const recordRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { batcher, config } = services;
+export const recordRoutes: FastifyPluginAsyncTypebox<{ batcher: WriteBatcher; config: Pick<Config, 'maxValueBytes'> }> = async (
+  app,
+  { batcher, config },
+) => {
   const bodyLimit = batchBodyLimit(config.maxValueBytes);
 
   // Each item's key is checked against the token's prefixes (http/scope.ts) before this runs.
   app.post('/v1/records', { schema: postRecordsSchema, config: { scope: 'batch' }, bodyLimit }, async (req, reply) => {
-    const exact = exactBody(req.body)?.records as Record<string, unknown>[] | undefined;
+    const exact = req.exactBody?.records as Record<string, unknown>[] | undefined;
     const ops = req.body.records.map((item, index) => toOp(item, index, config.maxValueBytes, exact?.[index]));
     return submitWrite(batcher, req, reply, ops, (outcome) => {
       if (!outcome.ok) return failureAnswer(outcome.failure, true);

@@ -3,88 +3,26 @@
 // Values cross this boundary as JSON text, so reads can be streamed without
 // parsing and re-serialising every value.
 
-export type Op = 'set' | 'delete';
-
-/** A live key as read from the current state. */
-export interface StoredEntry {
-  key: string;
-  /** JSON text of the value. */
-  value: string;
-  offset: number;
-  ts: number;
-  /** When the value expires (ms since the epoch); absent or null: never. */
-  expiresAt?: number | null;
-}
-
-/** One record of the log. */
-export interface StoredRecord {
-  offset: number;
-  key: string;
-  op: Op;
-  /** JSON text of the value; null for a delete marker. */
-  value: string | null;
-  ts: number;
-  /** A set's expiry while it is its key's latest record (ms since the epoch); absent or null: none. */
-  expiresAt?: number | null;
-}
-
-export interface Condition {
-  /** Only if the key's live record has this offset. */
-  ifOffset?: number;
-  /** Only if the key has no live value. */
-  ifAbsent?: boolean;
-  /** Only if the key has a live value. */
-  ifLive?: boolean;
-}
-
-export type WriteOp =
-  /** `ttlMs`: the value expires that long after the commit (MAX_TTL_MS at most). */
-  | ({ op: 'set'; key: string; value: string; ttlMs?: number } & Condition)
-  /**
-   * `expiry`: the expirer's delete of a value past its expiry; with `ifOffset` it holds
-   * when that record is still the key's, expired or not (anyone else sees it as absent).
-   */
-  | ({ op: 'delete'; key: string; expiry?: boolean } & Condition)
-  | ({ op: 'incr'; key: string; by: number } & Condition);
-
-export interface AppliedOp {
-  key: string;
-  offset: number;
-  /** The new number, for incr only. */
-  value?: number;
-}
-
-/** Why a write request was refused; `index` is the failing op's position. */
-export type WriteFailure =
-  | { code: 'precondition_failed'; index: number; currentOffset: number | null }
-  | { code: 'not_found'; index: number }
-  | { code: 'not_a_number'; index: number }
-  | { code: 'idempotency_key_reused' };
-
-export type WriteOutcome = { ok: true; applied: AppliedOp[] } | { ok: false; failure: WriteFailure };
-
-/** An HTTP answer as remembered for an idempotency key. */
-export interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
+export type { Answer, AppliedOp, Condition, Op, StoredEntry, StoredRecord, WriteFailure, WriteOp, WriteOutcome } from '../contract/model.js';
+import type { Answer, StoredEntry, StoredRecord, WriteOp, WriteOutcome } from '../contract/model.js';
 
 export interface WriteRequest {
   ops: WriteOp[];
-  /** Present when the client sent an Idempotency-Key. */
+  /** Present when the client sent an Idempotency-Key: the outcome is remembered with it. */
   idempotency?: { key: string; fingerprint: string };
-  /** Turns the outcome into the answer that is sent, and remembered with the idempotency key. */
-  render(outcome: WriteOutcome): Answer;
 }
 
-export interface WriteResult {
-  answer: Answer;
-  /** True when the answer is a replay of an earlier request with the same idempotency key. */
-  replayed: boolean;
-  /** Records this request appended (one per op); 0 when it was refused or replayed. */
-  appended: number;
-}
+export type WriteResult =
+  | {
+      /** For a replay, the outcome remembered with the idempotency key. */
+      outcome: WriteOutcome;
+      /** True when this is a replay of an earlier request with the same idempotency key. */
+      replayed: boolean;
+      /** Records this request appended (one per op); 0 when it was refused or replayed. */
+      appended: number;
+    }
+  /** A replay of an answer remembered rendered, as answers were before their outcomes were. */
+  | { answer: Answer; replayed: true; appended: 0 };
 
 export interface LogPosition {
   head: number;
@@ -335,6 +273,11 @@ export interface LogStore {
    * group may then commit while this one waits, and one fsync serves both.
    */
   readonly appliesBeforeReturning: boolean;
+  /**
+   * Groups planned from an unlocked read and planned again under the lock because a key
+   * they read changed meanwhile (a metric); absent for a store that plans under its lock.
+   */
+  readonly planConflicts?: number;
   /**
    * Head, horizon and epoch without a round trip. When several processes share the
    * database (PostgreSQL), the latest this process has learnt: it may lag another

@@ -7,7 +7,7 @@
 // a refused request leaves nothing in it, so a refusal never touches its neighbours.
 import { termOf, type DigestSum, type Term } from '../contract/digest.js';
 import { isExpired } from '../contract/expiry.js';
-import type { AppliedOp, Answer, WriteFailure, WriteOp, WriteRequest, WriteResult } from './log-store.js';
+import type { AppliedOp, Answer, WriteFailure, WriteOp, WriteOutcome, WriteRequest, WriteResult } from './log-store.js';
 
 /**
  * A key's row in `state`: its latest record, whether that record is a live value, and
@@ -31,9 +31,23 @@ export function liveAt(state: KeyState | undefined | null, now: number): boolean
 
 export interface RememberedAnswer {
   fingerprint: string;
-  /** JSON of the Answer. */
+  /** JSON of what is replayed: rememberedJson's, or an Answer remembered before it. */
   answer: string;
   expiresAt: number;
+}
+
+/** The version of what is remembered: the outcome, which the route renders as it renders a fresh one. */
+const OUTCOME_VERSION = 2;
+
+function rememberedJson(outcome: WriteOutcome): string {
+  return JSON.stringify({ v: OUTCOME_VERSION, outcome });
+}
+
+/** A replay: the outcome remembered, or the rendered answer that older versions remembered (until they expire). */
+function replayOf(json: string): WriteResult {
+  const remembered = JSON.parse(json) as { v: typeof OUTCOME_VERSION; outcome: WriteOutcome } | Answer;
+  if ('v' in remembered && remembered.v === OUTCOME_VERSION) return { outcome: remembered.outcome, replayed: true, appended: 0 };
+  return { answer: remembered as Answer, replayed: true, appended: 0 };
 }
 
 /**
@@ -142,24 +156,22 @@ export function planWrites(input: PlanInput, source: StateSource): WritePlan {
       const prior = remember.get(idempotency.key) ?? source.remembered(idempotency.key);
       if (prior && prior.expiresAt >= input.now) {
         if (prior.fingerprint === idempotency.fingerprint) {
-          results.push({ answer: JSON.parse(prior.answer) as Answer, replayed: true, appended: 0 });
+          results.push(replayOf(prior.answer));
         } else {
-          const answer = request.render({ ok: false, failure: { code: 'idempotency_key_reused' } });
-          results.push({ answer, replayed: false, appended: 0 });
+          results.push({ outcome: { ok: false, failure: { code: 'idempotency_key_reused' } }, replayed: false, appended: 0 });
         }
         continue;
       }
     }
     const outcome = planner.request(request.ops);
-    const answer = request.render(outcome);
     if (idempotency) {
       remember.set(idempotency.key, {
         fingerprint: idempotency.fingerprint,
-        answer: JSON.stringify(answer),
+        answer: rememberedJson(outcome),
         expiresAt: input.now + input.idempotencyTtlMs,
       });
     }
-    results.push({ answer, replayed: false, appended: outcome.ok ? outcome.applied.length : 0 });
+    results.push({ outcome, replayed: false, appended: outcome.ok ? outcome.applied.length : 0 });
   }
   return {
     results,
@@ -243,7 +255,7 @@ class Planner {
     this.head = base;
   }
 
-  request(ops: WriteOp[]): { ok: true; applied: AppliedOp[] } | { ok: false; failure: WriteFailure } {
+  request(ops: WriteOp[]): WriteOutcome {
     const { head, newKeys, liveDelta, superseded } = this;
     this.undo.length = 0;
     const applied: AppliedOp[] = [];

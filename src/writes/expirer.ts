@@ -4,7 +4,7 @@
 // a key written again meanwhile is left alone (its condition fails). On PostgreSQL every
 // node runs one: for each expiry one node's delete wins and the others' fail, so none
 // is lost or doubled. Expiries are rows of the database, so they outlive any process.
-import type { Answer, LogStore } from '../store/log-store.js';
+import type { LogStore } from '../store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
 
 /**
@@ -20,8 +20,6 @@ export const EXPIRY_BATCH = 25;
  */
 export const MAX_EXPIRY_BATCH = 1000;
 const EXPIRY_GROWTH = 4;
-
-const ANSWER: Answer = { status: 200, headers: {}, body: '' };
 
 export interface ExpirerOptions {
   store: LogStore;
@@ -77,10 +75,7 @@ export class Expirer {
       const due = await store.dueExpiries(now ?? Date.now(), batch);
       const results = await Promise.all(
         due.map(({ key, offset }) =>
-          batcher.submit({
-            ops: [{ op: 'delete', key, ifOffset: offset, expiry: true }],
-            render: () => ANSWER,
-          }),
+          batcher.submit({ ops: [{ op: 'delete', key, ifOffset: offset, expiry: true }] }),
         ),
       );
       const appended = results.reduce((sum, result) => sum + result.appended, 0);

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import type { PgStore } from '../../src/store/postgres/store.js';
 import { SseClient, type WireRecord } from '../support/stream-clients.js';
+import { outcomeOf } from '../support/store-helpers.js';
 import { checkFollowers, fixture, follow, http, NO_SHEDDING, sleep, type Fixture, type ReadPage } from './fixtures.js';
 
 let f: Fixture | undefined;
@@ -169,7 +170,7 @@ describe('offsets in commit order across nodes', () => {
     await a.query("INSERT INTO state VALUES ('first', 1, true)");
     let committed = false;
     const second = store
-      .commit([{ ops: [{ op: 'set', key: 'second', value: '2' }], render: (o) => ({ status: 200, headers: {}, body: JSON.stringify(o) }) }], Date.now())
+      .commit([{ ops: [{ op: 'set', key: 'second', value: '2' }] }], Date.now())
       .then((results) => {
         committed = true;
         return results;
@@ -180,7 +181,7 @@ describe('offsets in commit order across nodes', () => {
     expect(meanwhile.rows).toEqual([]);
     await a.query('COMMIT');
     const [result] = await second;
-    expect(JSON.parse(result!.answer.body).applied[0].offset).toBe(2);
+    expect(outcomeOf(result)).toMatchObject({ ok: true, applied: [{ offset: 2 }] });
   });
 });
 

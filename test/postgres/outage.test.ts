@@ -9,7 +9,8 @@ import parsePrometheus from 'parse-prometheus-text-format';
 import pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { toApiError } from '../../src/http/error-handler.js';
-import { isStoreUnavailable } from '../../src/store/unavailable.js';
+import { postgresErrorKinds } from '../../src/store/postgres/errors.js';
+import { kindOf, translate } from '../../src/store/store-errors.js';
 import { cuttableProxy, type CuttableProxy } from '../support/flaky-proxy.js';
 import type { UrlServer } from '../support/child-server.js';
 import { fixture, http, NO_SHEDDING, sleep, type Fixture } from './fixtures.js';
@@ -347,8 +348,8 @@ describe('which errors mean that the database is unavailable', () => {
         '57P01',
       ]);
       for (const err of found) {
-        expect(isStoreUnavailable(err)).toBe(true);
-        const answer = toApiError(err);
+        expect(kindOf(err, postgresErrorKinds)).toBe('unavailable');
+        const answer = toApiError(translate(err, postgresErrorKinds) as Error);
         expect([answer.statusCode, answer.code, answer.headers]).toEqual([503, 'unavailable', { 'retry-after': '1' }]);
       }
     } finally {
@@ -367,8 +368,8 @@ describe('which errors mean that the database is unavailable', () => {
     ];
     expect(refused.map((err) => (err as { code?: string }).code)).toEqual(['42601', '22012', '42P01']);
     for (const err of refused) {
-      expect(isStoreUnavailable(err)).toBe(false);
-      expect(toApiError(err).statusCode).toBe(500);
+      expect(kindOf(err, postgresErrorKinds)).toBe(null);
+      expect(toApiError(translate(err, postgresErrorKinds) as Error).statusCode).toBe(500);
     }
   });
 });

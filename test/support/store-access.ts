@@ -9,8 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { STORE_INTERNALS } from '../../src/store/internals.js';
-import type { CompactionPass, LogStore } from '../../src/store/log-store.js';
-import { PgCompactionPass } from '../../src/store/postgres/compaction.js';
+import type { LogStore } from '../../src/store/log-store.js';
 import { migratePostgres } from '../../src/store/postgres/migrations.js';
 import { pgTypes } from '../../src/store/postgres/sql.js';
 import { PgStore } from '../../src/store/postgres/store.js';
@@ -83,18 +82,6 @@ export interface TestStore {
 /** A fresh database of the store under test: a file in `dir`, or a new PostgreSQL database. */
 export async function testStore(dir: string, file = 'statelog.db', kind: StoreKind = TEST_STORE): Promise<TestStore> {
   return kind === 'sqlite' ? sqliteTestStore(join(dir, file)) : postgresTestStore();
-}
-
-/** Groups a PostgreSQL store planned from an unlocked read and then applied under the lock, as a key they read had changed. */
-export function planConflicts(store: LogStore): number {
-  if (!(store instanceof PgStore)) throw new Error('not a PostgreSQL store');
-  return store[STORE_INTERNALS].conflicts();
-}
-
-/** True when a PostgreSQL compaction run found another node's run in progress and only waits for it to end. */
-export function joinedOtherRun(pass: CompactionPass): boolean {
-  if (!(pass instanceof PgCompactionPass)) throw new Error('not a PostgreSQL compaction run');
-  return pass[STORE_INTERNALS].joined();
 }
 
 /** A SQLite store on `path`, as the compaction tests open it. */

@@ -10,24 +10,19 @@ import type {
   StoredRecord,
   WriteOp,
   WriteOutcome,
+  WriteResult,
 } from '../../src/store/log-store.js';
+
+/** A result's outcome (a request without an idempotency key always has one). */
+export function outcomeOf(result: WriteResult | undefined): WriteOutcome {
+  if (!result || !('outcome' in result)) throw new Error('no outcome: a replay of an answer remembered rendered');
+  return result.outcome;
+}
 
 /** Commits one request of `ops` at `now` and returns its outcome. */
 export async function write(store: LogStore, ops: WriteOp[], now = Date.now()): Promise<WriteOutcome> {
-  let outcome: WriteOutcome | undefined;
-  await store.commit(
-    [
-      {
-        ops,
-        render(result) {
-          outcome = result;
-          return { status: result.ok ? 200 : 409, headers: {}, body: '' };
-        },
-      },
-    ],
-    now,
-  );
-  return outcome!;
+  const [result] = await store.commit([{ ops }], now);
+  return outcomeOf(result);
 }
 
 /** Every record left in the log after `after`, in offset order, read through the store's change reader. */

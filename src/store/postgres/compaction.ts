@@ -9,7 +9,6 @@
 import type pg from 'pg';
 import { CompactionRules, lastCommittedBy, runLimits, supersededSinceAfterRun, type ScannedRecord } from '../compaction-rules.js';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from '../log-store.js';
-import { STORE_INTERNALS } from '../internals.js';
 import { LOCK_NAMESPACE } from './migrations.js';
 
 export const COMPACTION_LOCK = 2;
@@ -79,9 +78,6 @@ export class PgCompactionPass implements CompactionPass {
       throw err;
     }
   }
-
-  /** For tests only (see test/support/store-access.ts): whether this pass found another node's run in progress and removes nothing. */
-  readonly [STORE_INTERNALS] = { joined: () => this.phase === 'wait' };
 
   async step(): Promise<boolean> {
     if (this.released) return false;

@@ -16,8 +16,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
-import { STORE_INTERNALS } from '../internals.js';
-import { WriteRoom } from '../unavailable.js';
+import { WriteRoom } from '../store-errors.js';
+import { postgresErrorKinds } from './errors.js';
 import { conditionsOnOwnOffsets, groupKeys, planWrites } from '../write-plan.js';
 import type {
   CountedMeta,
@@ -97,7 +97,7 @@ export class PgStore implements LogStore {
   private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
   private closed = false;
   /** Whether the last write failed for want of space (disk_full): readiness fails until one can commit. */
-  private readonly room = new WriteRoom();
+  private readonly room = new WriteRoom(postgresErrorKinds);
   /** Tags this node's notifications, so that it does not take its own commits for news. */
   private readonly node = randomUUID();
   /** Connection settings with no statement timeout (the migrations', LISTEN's). */
@@ -330,11 +330,12 @@ export class PgStore implements LogStore {
     return this.commitLocked(requests, now);
   }
 
-  /** Groups that fell back to the locked path because a key they read changed. */
   private conflicts = 0;
 
-  /** For tests and benchmarks only: see test/support/store-access.ts. */
-  readonly [STORE_INTERNALS] = { conflicts: () => this.conflicts };
+  /** Groups that fell back to the locked path because a key they read changed. */
+  get planConflicts(): number {
+    return this.conflicts;
+  }
 
   private async commitPlanned(requests: WriteRequest[], now: number): Promise<WriteResult[] | null> {
     const { keys, incrKeys } = groupKeys(requests);

@@ -5,7 +5,9 @@
 // (Other modes take the write lock, which would make the store's own write transactions
 // fail with SQLITE_BUSY: they are not offered.)
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { checkpointThread, checkpointThreadUrl } from './checkpoint-thread.js';
+import { startThread } from './thread.js';
 
 export interface CheckpointResult {
   /** 1 when readers or a writer kept the checkpoint from finishing (it never waits). */
@@ -14,28 +16,6 @@ export interface CheckpointResult {
   log: number;
   checkpointed: number;
 }
-
-// Plain CommonJS, so that it runs the same under tsx and from dist/.
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.driver);
-const db = new Database(workerData.path, { fileMustExist: true });
-// A PASSIVE checkpoint never waits for readers or writers anyway.
-db.pragma('busy_timeout = 0');
-parentPort.on('message', (message) => {
-  if (message.close) {
-    db.close();
-    parentPort.close();
-    return;
-  }
-  try {
-    const [result] = db.pragma('wal_checkpoint(PASSIVE)');
-    parentPort.postMessage({ id: message.id, result });
-  } catch (err) {
-    parentPort.postMessage({ id: message.id, error: err instanceof Error ? err.message : String(err) });
-  }
-});
-`;
 
 const driver = createRequire(import.meta.url).resolve('better-sqlite3');
 
@@ -46,7 +26,7 @@ export class SqliteCheckpointer {
   private failure: Error | null = null;
 
   constructor(path: string) {
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { path, driver }, execArgv: [] });
+    this.worker = startThread(checkpointThreadUrl, checkpointThread, { workerData: { path, driver }, execArgv: [] });
     // Never what keeps the process alive; an abandoned run's worker ends with it.
     this.worker.unref();
     this.worker.on('message', (message: { id: number; result?: CheckpointResult; error?: string }) => {

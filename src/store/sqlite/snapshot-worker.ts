@@ -3,8 +3,10 @@
 // own thread it runs beside the event loop, which meanwhile writes the spool and serves
 // it (feed/snapshot-spool.ts), instead of taking turns with it.
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { snapshotThread, snapshotThreadUrl, type SnapshotRequest, type SnapshotThreadData } from './snapshot-thread.js';
 import { liveJsonSql, liveTextSql } from './sql.js';
+import { startThread } from './thread.js';
 
 /** Bytes of lines a text chunk holds at most (a line larger than that comes alone). */
 const TEXT_CHUNK_BYTES = 1024 * 1024;
@@ -24,168 +26,6 @@ const FILL_CHARS = 64 * 1024;
 const TEXT_PAGE_ROWS = 768;
 const TEXT_VALUE_BYTES = 4096;
 const WORKER_YOUNG_MB = 2;
-
-// Plain CommonJS, so that it runs the same under tsx and from dist/. Pages are the
-// live-key queries of sql.ts (liveJsonSql, liveTextSql): after the first page, the next one starts at
-// the last key read, excluded (liveEntriesParams does the same, as a page's last key
-// always has the prefix).
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.driver);
-const { sql, metaSql, chunkBytes, chunksAhead, fillRows, fillChars, textRows, textValueBytes } = workerData;
-const snapshots = new Map();
-
-function post(message, transfer) {
-  parentPort.postMessage(message, transfer);
-}
-
-function statement(s, name, raw) {
-  return (s.statements[name] ??= raw ? s.db.prepare(sql[name]).raw() : s.db.prepare(sql[name]).pluck());
-}
-
-function pageParams(s, limit, extra) {
-  return { from: s.lastKey ?? s.prefix, upper: s.upper, exclude: s.lastKey, limit, now: 0, ...extra };
-}
-
-function page(s, shape, max, maxChars) {
-  const rows = statement(s, shape, false).iterate(pageParams(s, max));
-  const lines = [];
-  let chars = 0;
-  for (const line of rows) {
-    lines.push(line);
-    chars += line.length;
-    if (chars >= maxChars) break;
-  }
-  if (lines.length > 0) s.lastKey = JSON.parse(lines[lines.length - 1]).key;
-  return lines;
-}
-
-function end(s) {
-  if (!s.db.open) return;
-  if (s.db.inTransaction) s.db.exec('COMMIT');
-  s.db.close();
-}
-
-// The next page of text and its count of lines; null at the end.
-function textPage(s) {
-  const [text, last, count, lines] = statement(s, 'text-' + s.shape, true).get(pageParams(s, textRows, { cap: textValueBytes }));
-  if (count === 0) return null;
-  if (lines === count) {
-    s.lastKey = last;
-    return { text, count };
-  }
-  const rows = page(s, s.shape, fillRows, fillChars);
-  return { text: rows.join('\\n') + '\\n', count: rows.length };
-}
-
-// Fills the free buffers of a snapshot's text, one chunk each, and hands them over; the
-// read transaction ends with the last chunk.
-function pump(id, s) {
-  while (s.free.length > 0 && !s.done) {
-    let buffer = s.free.pop();
-    let filled = 0;
-    let count = 0;
-    for (;;) {
-      if (!s.carry) {
-        s.carry = textPage(s);
-        if (!s.carry) {
-          s.done = true;
-          end(s);
-          break;
-        }
-      }
-      const bytes = Buffer.byteLength(s.carry.text);
-      if (filled + bytes > buffer.length) {
-        if (filled > 0) break;
-        // Larger than a chunk: it goes alone, in a buffer of its own.
-        s.free.push(buffer);
-        buffer = new Uint8Array(bytes);
-      }
-      filled += Buffer.from(buffer.buffer, buffer.byteOffset, buffer.length).write(s.carry.text, filled);
-      count += s.carry.count;
-      s.carry = null;
-    }
-    post({ id, text: buffer, length: filled, count, last: s.done }, [buffer.buffer]);
-  }
-}
-
-function handle(message) {
-  const { id } = message;
-  if (message.op === 'open') {
-    const db = new Database(workerData.path, { readonly: true, fileMustExist: true });
-    try {
-      db.pragma('busy_timeout = 5000');
-      // The first read inside BEGIN fixes the view: meta and every later page see the
-      // same committed state.
-      db.exec('BEGIN');
-      const meta = db.prepare(metaSql).get();
-      snapshots.set(id, { db, prefix: message.prefix, upper: message.upper, lastKey: null, statements: {}, free: [], carry: null, done: false, ahead: null });
-      post({ id, meta });
-    } catch (err) {
-      db.close();
-      throw err;
-    }
-    return;
-  }
-  const s = snapshots.get(id);
-  if (message.op === 'close') {
-    if (s) end(s);
-    snapshots.delete(id);
-    return;
-  }
-  // A buffer given back after the last chunk was made has nothing left to hold.
-  if (message.op === 'text' && s && s.done) return;
-  if (!s || !s.db.open) throw new Error('the snapshot is closed');
-  if (message.op === 'json') {
-    const { shape, max } = message;
-    const maxChars = message.maxChars ?? Infinity;
-    const ahead = s.ahead;
-    s.ahead = null;
-    let lines;
-    if (ahead && ahead.shape === shape && ahead.max === max && ahead.maxChars === maxChars) lines = ahead.lines;
-    else {
-      // A page read ahead for other limits is read again from where it began.
-      if (ahead) s.lastKey = ahead.from;
-      lines = page(s, shape, max, maxChars);
-    }
-    post({ id, lines });
-    // The next page is read while the caller takes this one in, so that a reader of
-    // pages (a rebuild of the state) finds it ready: one page more held, at most.
-    if (lines.length > 0) {
-      const from = s.lastKey;
-      try {
-        s.ahead = { shape, max, maxChars, from, lines: page(s, shape, max, maxChars) };
-      } catch {
-        // Read again, and its error answered, when the page is asked for.
-        s.lastKey = from;
-      }
-    }
-  } else if (message.op === 'text') {
-    if (s.shape === undefined) {
-      s.shape = message.shape;
-      for (let i = 0; i < chunksAhead; i++) s.free.push(new Uint8Array(chunkBytes));
-    }
-    // A buffer given back is filled again; a larger one made for one line is let go.
-    if (message.spent && message.spent.length === chunkBytes) s.free.push(message.spent);
-    pump(id, s);
-  }
-}
-
-parentPort.on('message', (message) => {
-  if (message.op === 'exit') {
-    for (const s of snapshots.values()) end(s);
-    parentPort.close();
-    return;
-  }
-  try {
-    handle(message);
-  } catch (err) {
-    const s = snapshots.get(message.id);
-    if (s) s.done = true;
-    post({ id: message.id, error: { message: err instanceof Error ? err.message : String(err), code: err && err.code } });
-  }
-});
-`;
 
 const META_SQL = 'SELECT head, epoch, digest FROM meta WHERE id = 1';
 const driver = createRequire(import.meta.url).resolve('better-sqlite3');
@@ -218,9 +58,20 @@ export class SnapshotWorker {
       'text-entry': liveTextSql('entry'),
       'text-record': liveTextSql('record'),
     };
-    this.worker = new Worker(WORKER_SOURCE, {
-      eval: true,
-      workerData: { path, driver, sql, metaSql: META_SQL, chunkBytes: TEXT_CHUNK_BYTES, chunksAhead: TEXT_CHUNKS_AHEAD, fillRows: FILL_ROWS, fillChars: FILL_CHARS, textRows: TEXT_PAGE_ROWS, textValueBytes: TEXT_VALUE_BYTES },
+    const workerData: SnapshotThreadData = {
+      path,
+      driver,
+      sql,
+      metaSql: META_SQL,
+      chunkBytes: TEXT_CHUNK_BYTES,
+      chunksAhead: TEXT_CHUNKS_AHEAD,
+      fillRows: FILL_ROWS,
+      fillChars: FILL_CHARS,
+      textRows: TEXT_PAGE_ROWS,
+      textValueBytes: TEXT_VALUE_BYTES,
+    };
+    this.worker = startThread(snapshotThreadUrl, snapshotThread, {
+      workerData,
       execArgv: [],
       // Its garbage is pages of strings, dead once written into a buffer: a small young
       // generation collects them as well and keeps the thread's memory small.
@@ -260,7 +111,7 @@ export class SnapshotWorker {
     if (!this.failure) this.worker.postMessage({ id, op: 'close' });
   }
 
-  send(message: { id: number; op: string; [field: string]: unknown }, transfer: ArrayBuffer[] = []): void {
+  send(message: SnapshotRequest, transfer: ArrayBuffer[] = []): void {
     if (this.failure) throw this.failure;
     this.worker.postMessage(message, transfer);
   }

@@ -3,6 +3,7 @@
 // the writer keeps committing while pages are pulled.
 import type { SnapshotReader, SnapshotShape, SnapshotText } from '../log-store.js';
 import { prefixUpperBound } from './sql.js';
+import type { SnapshotRequest } from './snapshot-thread.js';
 import type { SnapshotMeta, SnapshotWorker, WorkerReply } from './snapshot-worker.js';
 
 type Waiter = { resolve(reply: WorkerReply): void; reject(err: Error): void };
@@ -99,7 +100,7 @@ export class SqliteSnapshot implements SnapshotReader {
   }
 
   /** Sends `message` (none: waits for the next text chunk) and resolves with the reply. */
-  private request(message: { id: number; op: string; [field: string]: unknown } | null): Promise<WorkerReply> {
+  private request(message: SnapshotRequest | null): Promise<WorkerReply> {
     return new Promise((resolve, reject) => {
       this.waiter = { resolve, reject };
       if (message) this.worker.send(message);

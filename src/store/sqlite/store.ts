@@ -24,7 +24,8 @@ import { SqliteSnapshot } from './snapshot.js';
 import { SnapshotWorker } from './snapshot-worker.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
 import { STORE_INTERNALS } from '../internals.js';
-import { WriteRoom } from '../unavailable.js';
+import { WriteRoom } from '../store-errors.js';
+import { sqliteErrorKinds } from './errors.js';
 import { DigestSum, digestHex, digestOf, type Term } from '../../contract/digest.js';
 import { applyToDigest, liveAt, planWrites, type StateSource, type WritePlan } from '../write-plan.js';
 import { liveEntriesParams, prefixUpperBound, takePage, toRecord } from './sql.js';
@@ -110,7 +111,7 @@ export class SqliteStore implements LogStore {
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
   private readonly snapshots = new Set<SqliteSnapshot>();
   /** Whether the last write failed for want of space (SQLITE_FULL): readiness fails until one can commit. */
-  private readonly room = new WriteRoom();
+  private readonly room = new WriteRoom(sqliteErrorKinds);
   /** This process's hold on the file (none for :memory:). */
   private readonly lock: ProcessLock | null;
   /** The compaction runs' checkpointer, kept from the first run that needs one until close. */

@@ -6,6 +6,13 @@
 import { isLosslessNumber, parse as parseLossless, stringify as stringifyLossless } from 'lossless-json';
 import { ApiError } from '../contract/errors.js';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The body's lossless parse (exactNumbers), when it holds a number JSON.parse changed. */
+    exactBody: Record<string, unknown> | undefined;
+  }
+}
+
 /** What any number that JSON.stringify would write differently contains: 16+ digits, a fraction, an exponent, or -0. */
 const MAYBE_INEXACT = /\d{16}|\d[.eE]|-0/;
 /** Number-like runs of the text (inside strings too: a false match only costs the lossless parse). */
@@ -18,8 +25,6 @@ const NUMBER_TEXT = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
  * before it is parsed again, so no request holds the loop for more than about 50 ms.
  */
 export const MAX_EXACT_BODY_BYTES = 128 * 1024;
-
-const exactBodies = new WeakMap<object, unknown>();
 
 function rewritten(text: string): boolean {
   return JSON.stringify(Number(text)) !== text;
@@ -60,12 +65,12 @@ export function checkExactBodySize(text: string, bytes: number): void {
 }
 
 /**
- * Keeps a lossless parse of `text` beside `parsed` (its JSON.parse) when some number in
- * it would not come back as written; exactBody() finds it. The body is within
+ * A lossless parse of `text`, when `parsed` (its JSON.parse) is an object or array and
+ * some number in it would not come back as written. The body is within
  * MAX_EXACT_BODY_BYTES when it holds one (checkExactBodySize).
  */
-export function keepExactNumbers(text: string, parsed: unknown): void {
-  if (parsed === null || typeof parsed !== 'object' || !holdsExactNumber(text)) return;
+export function exactNumbers(text: string, parsed: unknown): Record<string, unknown> | undefined {
+  if (parsed === null || typeof parsed !== 'object' || !holdsExactNumber(text)) return undefined;
   let tree: unknown;
   try {
     tree = parseLossless(text);
@@ -74,12 +79,7 @@ export function keepExactNumbers(text: string, parsed: unknown): void {
     const detail = err instanceof Error ? err.message : String(err);
     throw new ApiError('invalid_json', `the body holds a number kept as written and ${detail}; give each member once`);
   }
-  if (holdsRewrittenNumber(tree)) exactBodies.set(parsed, tree);
-}
-
-/** The lossless parse kept for a parsed body, if it holds a number JSON.parse changed. */
-export function exactBody(body: unknown): Record<string, unknown> | undefined {
-  return body !== null && typeof body === 'object' ? (exactBodies.get(body) as Record<string, unknown> | undefined) : undefined;
+  return holdsRewrittenNumber(tree) ? (tree as Record<string, unknown>) : undefined;
 }
 
 /** JSON text of part of a lossless parse, numbers as written. */

@@ -2,10 +2,11 @@
 // Shared by PUT and DELETE /v1/keys/{key} and POST /v1/records.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
-import { exactBody, exactText } from './exact-numbers.js';
-import { fingerprint, idempotencyKey } from './idempotency.js';
-import type { Answer, WriteOp, WriteOutcome } from '../store/log-store.js';
-import type { WriteBatcher } from './write-batcher.js';
+import type { Answer, WriteOp, WriteOutcome } from '../contract/model.js';
+import { fingerprint, idempotencyKey } from '../writes/idempotency.js';
+import type { WriteBatcher } from '../writes/write-batcher.js';
+import { exactText } from './exact-numbers.js';
+import { sendAnswer } from './reply.js';
 
 /** True when a parsed JSON value holds ±Infinity (what JSON.parse makes of 1e400). */
 function hasNonFiniteNumber(value: unknown): boolean {
@@ -47,7 +48,8 @@ export function valueText(value: unknown, maxBytes: number, details: Record<stri
 }
 
 /**
- * Queues a write and sends its answer once it is durable. The promise settles after
+ * Queues a write and sends its answer once it is durable, rendered from its outcome,
+ * a replayed one as a fresh one, outside the store's transaction. The promise settles after
  * the answer is sent, with nothing: a route may return it from a plain (not async)
  * handler, and fastify waits on it without adopting the reply as a thenable.
  */
@@ -68,20 +70,11 @@ export function submitWrite(
       ifMatch: request.headers['if-match'],
       ifNoneMatch: request.headers['if-none-match'],
       // Two bodies that differ only in digits a double cannot hold differ here too.
-      body: exactBody(request.body) === undefined ? request.body : { exact: exactText(exactBody(request.body)) },
+      body: request.exactBody === undefined ? request.body : { exact: exactText(request.exactBody) },
     }),
   };
-  return batcher.submit({ ops, render, ...(idempotency ? { idempotency } : {}) }).then((result) => {
+  return batcher.submit(idempotency ? { ops, idempotency } : { ops }).then((result) => {
     if (result.replayed) reply.header('idempotent-replayed', 'true');
-    sendAnswer(reply, result.answer);
+    sendAnswer(reply, 'answer' in result ? result.answer : render(result.outcome));
   });
-}
-
-export function sendAnswer(reply: FastifyReply, answer: Answer): FastifyReply {
-  return sendJsonText(reply.code(answer.status).headers(answer.headers), answer.body);
-}
-
-/** Sends JSON text as it is (fastify sends a string with a JSON type unserialised). */
-export function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
-  return reply.type('application/json; charset=utf-8').send(text);
 }
