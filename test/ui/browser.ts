@@ -7,9 +7,12 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { describe } from 'vitest';
 
 /** The Chromium to drive, or null when there is none. */
 export function findChromium(env: NodeJS.ProcessEnv = process.env): string | null {
+  // A newcomer's machine, played on one that has Chromium (test/ui/no-browser.test.ts).
+  if (env.STATELOG_TEST_NO_CHROMIUM === '1') return null;
   const named = env.STATELOG_TEST_CHROMIUM;
   if (named) {
     // A name given and wrong is a mistake to report, not a reason to skip.
@@ -30,6 +33,11 @@ if (SKIP_BROWSER_TESTS) {
   console.warn(
     'dashboard browser tests skipped: no Chromium (set STATELOG_TEST_CHROMIUM, or apt-get install chromium, or npx playwright-core install chromium)',
   );
+}
+
+/** A describe of browser tests: skipped, with the one line above, where there is no Chromium. */
+export function describeInBrowser(name: string, body: () => void): void {
+  describe.skipIf(SKIP_BROWSER_TESTS)(name, body);
 }
 
 /** Screenshots land here: git-ignored, kept by CI as artifacts. */

@@ -7,12 +7,13 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startApp } from '../support/helpers.js';
 import { portOf } from '../support/http.js';
-import { launchChromium, newVisit, type Visit } from './browser.js';
+import { describeInBrowser, launchChromium, newVisit, SKIP_BROWSER_TESTS, type Visit } from './browser.js';
 
 let browser: Browser;
 const cleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
+  if (SKIP_BROWSER_TESTS) return;
   browser = await launchChromium();
 });
 afterEach(async () => {
@@ -98,7 +99,7 @@ function firstStreamEvent(page: Page, api: string) {
   );
 }
 
-describe('CORS in Chromium', () => {
+describeInBrowser('CORS in Chromium', () => {
   it('lets a page of a listed origin write, read headers and follow the stream', async () => {
     const { origin } = await pageServer();
     const { t, url, answered } = await statelog({ STATELOG_CORS_ORIGINS: `http://localhost:1,${origin}` });

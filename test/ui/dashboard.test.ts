@@ -7,7 +7,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { json, startApp, tempDir, type StartOptions, type TestApp } from '../support/helpers.js';
 import { writeTokenFile } from '../support/token-file.js';
-import { ARTIFACTS, DESKTOP, failedLoad, launchChromium, newVisit, PHONE, SKIP_BROWSER_TESTS, type Visit, type VisitOptions } from './browser.js';
+import { ARTIFACTS, DESKTOP, describeInBrowser, failedLoad, launchChromium, newVisit, PHONE, SKIP_BROWSER_TESTS, type Visit, type VisitOptions } from './browser.js';
 import { bearer, portOf } from '../support/http.js';
 
 const TOKENS = { read: 'ui-read-token', admin: 'ui-admin-token' };
@@ -70,7 +70,7 @@ const row = (page: Page, key: string) => page.locator(`#key-rows tr[data-key="${
 const shownKeys = (page: Page) => page.locator('#key-rows tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.key));
 const streamLive = (page: Page) => page.waitForSelector('#stream-state[data-state="live"]');
 
-describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on an open server', () => {
+describeInBrowser('the dashboard on an open server', () => {
   it('shows the stats and the chart, reads well at 1280×800 and 390 px, and logs no errors', async () => {
     const t = await server();
     for (let i = 1; i <= 6; i += 1) await put(t, `user_${i}`, { name: `user ${i}`, balance: i * 100 });
@@ -247,7 +247,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on an open server', () => {
   });
 });
 
-describe.skipIf(SKIP_BROWSER_TESTS)('key names in the table', () => {
+describeInBrowser('key names in the table', () => {
   it('wrap only after a separator, never inside a name, at 390 px', async () => {
     const t = await server();
     const keys = ['tenant_acme/orders/2026-12-01/order_000123/line_items/shipping_address', 'x'.repeat(80), 'short'];
@@ -282,7 +282,7 @@ describe.skipIf(SKIP_BROWSER_TESTS)('key names in the table', () => {
   });
 });
 
-describe.skipIf(SKIP_BROWSER_TESTS)('the dashboard on a server with tokens', () => {
+describeInBrowser('the dashboard on a server with tokens', () => {
   it('asks for a token, says plainly that a bad one is refused, keeps a good one for the tab only', async () => {
     const t = await server({ STATELOG_TOKENS: TOKENS_ENV });
     await put(t, 'k', 1, TOKENS.admin);

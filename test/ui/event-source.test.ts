@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { json, startApp, type TestApp } from '../support/helpers.js';
 import { cuttableProxy, type CuttableProxy } from '../support/flaky-proxy.js';
 import { portOf } from '../support/http.js';
-import { launchChromium, newVisit, SKIP_BROWSER_TESTS, type Visit } from './browser.js';
+import { describeInBrowser, launchChromium, newVisit, SKIP_BROWSER_TESTS, type Visit } from './browser.js';
 
 let browser: Browser;
 let t: TestApp | undefined;
@@ -40,7 +40,7 @@ declare global {
   }
 }
 
-describe.skipIf(SKIP_BROWSER_TESTS)("a browser's EventSource on the change stream", () => {
+describeInBrowser("a browser's EventSource on the change stream", () => {
   it('reconnects behind the horizon with Last-Event-ID and receives the reset with its reason', { timeout: 60_000 }, async () => {
     t = await startApp({ STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', STATELOG_TOMBSTONE_RETENTION_MS: '0' });
     const write = (records: unknown[]) => t!.http.post('/v1/records').set(json).send({ records }).expect(200);
