@@ -4,7 +4,7 @@
 // served from an origin not in the list is refused by Chromium.
 import { createServer, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { startApp } from '../support/helpers.js';
 import { portOf } from '../support/http.js';
 import { describeInBrowser, launchChromium, newVisit, SKIP_BROWSER_TESTS, type Visit } from './browser.js';

@@ -4,7 +4,7 @@
 // and compaction from the button. Screenshots go to test-artifacts/dashboard/.
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { json, startApp, tempDir, type StartOptions, type TestApp } from '../support/helpers.js';
 import { writeTokenFile } from '../support/token-file.js';
 import { ARTIFACTS, DESKTOP, describeInBrowser, failedLoad, launchChromium, newVisit, PHONE, SKIP_BROWSER_TESTS, type Visit, type VisitOptions } from './browser.js';

@@ -2,7 +2,7 @@
 // position compaction has passed, it receives `event: reset` with the reason (a 410
 // would show it only a bare `error`), and a cache-buster in the URL does not close it.
 import type { Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { json, startApp, type TestApp } from '../support/helpers.js';
 import { cuttableProxy, type CuttableProxy } from '../support/flaky-proxy.js';
 import { portOf } from '../support/http.js';
