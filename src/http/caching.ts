@@ -83,12 +83,14 @@ export function nextChanges(
   now = Date.now(),
 ): { link: string; cacheControl: string } {
   const { epochGiven, cursor, ...position } = asked;
+  // Without the epoch in its URL a page may be of an older epoch after a restore, so it
+  // is kept a second only; cacheable all the same, or a collapsing cache would make the
+  // followers waiting on it ask the server one after another.
   if (next > asked.after) {
     const link = changesUrl({ ...position, after: next });
-    // Without the epoch in its URL, a page may be of another epoch after a restore.
-    return { link, cacheControl: epochGiven ? immutable(scope, HISTORY_MAX_AGE_SECONDS) : 'no-store' };
+    return { link, cacheControl: epochGiven ? immutable(scope, HISTORY_MAX_AGE_SECONDS) : freshFor(scope, 1) };
   }
   const interval = Math.floor(now / 1000 / CURSOR_SECONDS);
   const link = changesUrl({ ...position, after: next, cursor: Math.max(interval, (cursor ?? -1) + 1) });
-  return { link, cacheControl: epochGiven ? freshFor(scope, 1) : 'no-store' };
+  return { link, cacheControl: freshFor(scope, 1) };
 }
