@@ -12,7 +12,7 @@ import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
 import { ReadTurns } from './feed/read-turns.js';
 import { SharedSnapshots } from './feed/shared-snapshots.js';
-import { SpoolBudget } from './feed/snapshot-spool.js';
+import { SpoolBudget } from './feed/spool-budget.js';
 import type { Lifecycle } from './http/lifecycle.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';

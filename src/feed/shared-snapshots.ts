@@ -8,7 +8,8 @@ import { showsEverything, type ReadFilter } from '../contract/key-scope.js';
 import type { LogStore, SnapshotShape } from '../store/log-store.js';
 import { ScopedSnapshot } from './scoped-reads.js';
 import { Slots } from './slots.js';
-import { checkSpoolFolder, openSpool, type Spool, type SpoolBudget, type SpooledSnapshot } from './snapshot-spool.js';
+import { openSpool, type Spool, type SpooledSnapshot } from './snapshot-spool.js';
+import { checkSpoolFolder, type SpoolBudget } from './spool-budget.js';
 
 export interface SharedSnapshotSettings {
   /** Reads of the store at once. */

@@ -1,0 +1,118 @@
+// The disk space that all snapshot spools may take together, and faults of the spool
+// folder: what a spool asks before it writes, and what readiness asks of the folder.
+import { randomUUID } from 'node:crypto';
+import { open, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { databaseUnavailable, type ApiError } from '../contract/errors.js';
+
+/** A spool as its budget sees it. */
+export interface BudgetHolder {
+  /** Bytes it holds in the budget. */
+  readonly heldBytes: number;
+  /** Whether its readers have started (it can no longer be refused cleanly, only cut). */
+  readonly answering: boolean;
+  /** Whole and kept for requests to come, with no reader now: dropping it cuts no one. */
+  readonly idle: boolean;
+  /** Stops it with `err`, giving back what it holds at once. */
+  evict(err: ApiError): void;
+}
+
+/**
+ * The bytes that all spools may take on disk together, given to the oldest first: a
+ * spool that needs room takes it back from younger ones whose answer has not started
+ * (they are refused with 503 before any byte) or from idle ones kept for later requests,
+ * and a spool whose answer starts before its spooling ends is the oldest one, so a
+ * snapshot within the budget always finishes.
+ */
+export class SpoolBudget {
+  private used = 0;
+  /** Spools holding bytes or still spooling, oldest first (a Set keeps insertion order). */
+  private readonly holders = new Set<BudgetHolder>();
+  /** The spool folder's fault (read-only, removed...), while it stands: readiness fails. */
+  folderFault: string | null = null;
+
+  constructor(readonly maxBytes: number) {}
+
+  get usedBytes(): number {
+    return this.used;
+  }
+
+  join(holder: BudgetHolder): void {
+    this.holders.add(holder);
+  }
+
+  leave(holder: BudgetHolder): void {
+    this.holders.delete(holder);
+  }
+
+  /** Whether no spool older than `holder` holds bytes or spools, idle ones aside. */
+  isOldest(holder: BudgetHolder): boolean {
+    for (const other of this.holders) {
+      if (other === holder) return true;
+      if (!other.idle) return false;
+    }
+    return false;
+  }
+
+  /** Takes `bytes` for `holder`, from younger spools not yet answering if need be; else throws 503. */
+  take(bytes: number, holder: BudgetHolder): void {
+    if (this.used + bytes > this.maxBytes) this.reclaim(bytes, holder);
+    if (this.used + bytes > this.maxBytes) {
+      throw databaseUnavailable(
+        holder.heldBytes + bytes > this.maxBytes
+          ? `the snapshot needs more spool space than STATELOG_SPOOL_MAX_BYTES allows (${this.maxBytes} bytes): raise it, or take the snapshot by prefix`
+          : `other snapshots being served hold ${this.used - holder.heldBytes} of the ${this.maxBytes} bytes of spool space (STATELOG_SPOOL_MAX_BYTES); retry later`,
+      );
+    }
+    this.used += bytes;
+  }
+
+  give(bytes: number): void {
+    this.used -= bytes;
+  }
+
+  /**
+   * Drops idle spools, then refuses the youngest spools that have not answered yet,
+   * until `bytes` fit or none is left.
+   */
+  private reclaim(bytes: number, holder: BudgetHolder): void {
+    const all = [...this.holders];
+    const younger = all.slice(all.indexOf(holder) + 1).reverse();
+    const candidates = [...all.filter((other) => other.idle && other !== holder), ...younger.filter((other) => !other.idle)];
+    for (const other of candidates) {
+      if (this.used + bytes <= this.maxBytes) return;
+      if ((other.answering && !other.idle) || other.heldBytes === 0) continue;
+      other.evict(databaseUnavailable(`a snapshot needs the spool space (STATELOG_SPOOL_MAX_BYTES, ${this.maxBytes} bytes); retry later`));
+    }
+  }
+}
+
+export function isNoSpace(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG';
+}
+
+/** Errors of the spool folder itself (read-only, removed, not permitted): 503, and readiness fails. */
+const FOLDER_FAULTS = new Set(['EROFS', 'ENOENT', 'ENOTDIR', 'EACCES', 'EPERM']);
+
+export function folderFault(err: unknown, dir: string): ApiError | null {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !FOLDER_FAULTS.has(code)) return null;
+  return databaseUnavailable(`cannot write snapshot spool files in ${dir} (${code}): check STATELOG_SPOOL_DIR`, { reason: 'spool' });
+}
+
+/**
+ * Throws 503 while the spool folder's fault stands, which readiness asks once one was
+ * seen: a spool file made and removed again clears it.
+ */
+export async function checkSpoolFolder(dir: string, budget: SpoolBudget): Promise<void> {
+  if (budget.folderFault === null) return;
+  const path = join(dir, `.statelog-spool-${randomUUID()}`);
+  try {
+    await (await open(path, 'w', 0o600)).close();
+    await unlink(path);
+    budget.folderFault = null;
+  } catch (err) {
+    throw folderFault(err, dir) ?? err;
+  }
+}
