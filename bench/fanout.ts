@@ -17,6 +17,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { alternate, ratios, type Figure } from './figure.js';
+import { histogramPercentile } from './lib.js';
 import { startServer, type ServerProcess } from './server-process.js';
 
 const RATE = Number(process.env.RATE ?? 2000);
@@ -114,15 +115,7 @@ async function write(base: string, seconds: number): Promise<{ head: number; rec
   return { head, records, seconds: (performance.now() - started) / 1000 };
 }
 
-function percentileOf(histogram: number[], p: number): number {
-  const total = histogram.reduce((a, b) => a + b, 0);
-  let seen = 0;
-  for (let bucket = 0; bucket < histogram.length; bucket++) {
-    seen += histogram[bucket]!;
-    if (seen >= (p / 100) * total) return (bucket + 1) / 10;
-  }
-  return NaN;
-}
+const percentileOf = (histogram: number[], p: number): number => histogramPercentile(histogram, p, 0.1);
 
 async function run(server: ServerProcess, scale: Scale) {
   const perProc = Math.ceil(scale.subscribers / PROCS);

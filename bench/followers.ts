@@ -16,7 +16,7 @@ import { SERVER_ENTRY } from '../harness/build.js';
 import { hasNginx, startNginx } from '../harness/nginx.js';
 import { buildCommit } from './base-build.js';
 import type { Figure } from './figure.js';
-import { filledTemplate, round, sleep, workingCopy } from './lib.js';
+import { filledTemplate, histogramPercentile, round, sleep, workingCopy } from './lib.js';
 import { startServer, type ServerProcess } from './server-process.js';
 
 const BASE_COMMIT = process.env.BASE_COMMIT ?? '947a51c';
@@ -150,15 +150,6 @@ async function paced(base: string, rate: number, seconds: number): Promise<numbe
   return head;
 }
 
-function percentile(histogram: number[], p: number): number {
-  const total = histogram.reduce((a, b) => a + b, 0);
-  let seen = 0;
-  for (let bucket = 0; bucket < histogram.length; bucket++) {
-    seen += histogram[bucket]!;
-    if (seen >= (p / 100) * total) return bucket;
-  }
-  return NaN;
-}
 
 /**
  * `count` long-poll followers at the head of `base` while `rate` writes a second commit;
@@ -187,8 +178,8 @@ async function polls(server: ServerProcess, base: string, count: number, rate: n
     delivered: received === writes * count,
     serverRequestsPerWrite: round((passed ?? reports.reduce((sum, r) => sum + r.requests, 0)) / writes, 2),
     serverCpuMsPerWrite: round((cpuSeconds * 1000) / writes, 2),
-    delayP50Ms: percentile(histogram, 50),
-    delayP99Ms: percentile(histogram, 99),
+    delayP50Ms: histogramPercentile(histogram, 50, 1),
+    delayP99Ms: histogramPercentile(histogram, 99, 1),
     failures: reports.reduce((sum, r) => sum + r.failures, 0),
   };
 }

@@ -154,6 +154,20 @@ export function percentile(values: number[], p: number): number {
   return sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
 
+/**
+ * The `p`th percentile of a histogram of delays in buckets of `bucketMs` each (bucket i
+ * holds [i, i + 1) × bucketMs), as the upper bound of its bucket.
+ */
+export function histogramPercentile(histogram: number[], p: number, bucketMs: number): number {
+  const total = histogram.reduce((a, b) => a + b, 0);
+  let seen = 0;
+  for (let bucket = 0; bucket < histogram.length; bucket++) {
+    seen += histogram[bucket]!;
+    if (seen >= (p / 100) * total) return round((bucket + 1) * bucketMs, 1);
+  }
+  return NaN;
+}
+
 /** The median (the mean of the two middle values for an even count). */
 export function median(values: number[]): number {
   if (values.length === 0) return NaN;
