@@ -11,6 +11,7 @@ import { freePort } from '../harness/server-process.js';
 import { childServers, type UrlServer } from './support/child-server.js';
 import { cli } from './support/cli.js';
 import { hasNginx, startNginx, type RunningNginx } from '../harness/nginx.js';
+import { StateMirror } from '@statelog/client';
 
 const SKIP = !hasNginx && process.env.CI !== 'true';
 if (SKIP) console.warn('nginx cache tests skipped: no nginx (apt-get install nginx)');
@@ -110,13 +111,16 @@ async function originState(url: string): Promise<{ state: Map<string, string>; o
   return { state: new Map(lines.map((line: { key: string; value: unknown }) => [line.key, JSON.stringify(line.value)])), offset: trailer.offset, epoch: trailer.epoch };
 }
 
-async function converged(followers: Follower[], origin: string): Promise<void> {
+async function converged(followers: Follower[], origin: string, mirror: StateMirror): Promise<void> {
   const { offset, epoch, state } = await originState(origin);
   await expect.poll(() => followers.every((f) => f.epoch === epoch && f.offset >= offset), { timeout: 30_000, interval: 100 }).toBe(true);
   for (const follower of followers) {
     expect(follower.problems).toEqual([]);
     expect(follower.state).toEqual(state);
   }
+  // The client's own mirror, through the same cache, converges exactly as these do.
+  await expect.poll(() => mirror.epoch === epoch && mirror.offset >= offset, { timeout: 30_000, interval: 100 }).toBe(true);
+  expect(new Map([...mirror.entries()].map(([key, value]) => [key, JSON.stringify(value)]))).toEqual(state);
 }
 
 async function writeBurst(url: string, from: number, batches: number): Promise<void> {
@@ -137,17 +141,18 @@ describe.skipIf(SKIP)('statelog behind nginx (deploy/nginx/statelog.conf.templat
     await writeBurst(origin.url, 0, 20);
 
     const followers = Array.from({ length: 20 }, () => new Follower(nginx!.url));
+    const mirror = new StateMirror({ url: nginx.url, retry: { baseDelayMs: 50, maxDelayMs: 500 }, warn: () => {} });
     try {
-      await converged(followers, origin.url);
+      await converged(followers, origin.url, mirror);
       const before = nginx.upstreamRequests();
       await writeBurst(origin.url, 20, 30);
-      await converged(followers, origin.url);
+      await converged(followers, origin.url, mirror);
       // 20 followers, collapsed by the cache: far fewer requests reached the server than they made.
       expect(nginx.upstreamRequests() - before).toBeLessThan(20 * 30);
 
       expect((await fetch(`${origin.url}/v1/admin/compact`, { method: 'POST' })).status).toBe(200);
       await writeBurst(origin.url, 50, 10);
-      await converged(followers, origin.url);
+      await converged(followers, origin.url, mirror);
 
       // A restart: nginx answers 502 meanwhile; followers resume where they were.
       const backup = join(dir, 'backup.db');
@@ -155,8 +160,9 @@ describe.skipIf(SKIP)('statelog behind nginx (deploy/nginx/statelog.conf.templat
       await origin.stop('SIGTERM');
       origin = await servers.start(env);
       await writeBurst(origin.url, 60, 10);
-      await converged(followers, origin.url);
+      await converged(followers, origin.url, mirror);
       expect(followers.every((f) => f.snapshots === 1)).toBe(true);
+      expect(mirror.snapshots).toBe(1);
 
       // A restore of the file copy: a new epoch, so every follower takes a new snapshot.
       await origin.stop('SIGTERM');
@@ -164,9 +170,12 @@ describe.skipIf(SKIP)('statelog behind nginx (deploy/nginx/statelog.conf.templat
       expect(restore.code, restore.stderr).toBe(0);
       origin = await servers.start(env);
       await writeBurst(origin.url, 70, 5);
-      await converged(followers, origin.url);
+      await converged(followers, origin.url, mirror);
       expect(followers.every((f) => f.snapshots === 2)).toBe(true);
+      expect(mirror.snapshots).toBe(2);
+      expect((await mirror.verify()).ok).toBe(true);
     } finally {
+      await mirror.close();
       await Promise.all(followers.map((f) => f.stop()));
     }
   });

@@ -105,6 +105,25 @@ describe('shared snapshots', () => {
     expect(await reads(base)).toBe(readsBefore + 1);
   });
 
+  it('never answer minOffset with a state below the compaction horizon, which no reader could follow', async () => {
+    const base = await start();
+    const kept = await fetch(`${base}/v1/snapshot?minOffset=0`);
+    const keptOffset = Number(kept.headers.get('x-log-offset'));
+    await kept.text();
+    // A delete compacted away after that state: changes after it can no longer be read.
+    expect((await writeBatch(base, [{ key: 'gone', value: 1 }, { key: 'gone', op: 'delete' }, { key: 'later', value: 1 }])).status).toBe(200);
+    const horizon = keptOffset + 2;
+    await t!.database.setHorizon(horizon);
+    expect((await fetch(`${base}/v1/changes?after=${keptOffset}`)).status).toBe(410);
+
+    const answer = await fetch(`${base}/v1/snapshot?minOffset=0`);
+    expect(Number(answer.headers.get('x-log-offset'))).toBeGreaterThanOrEqual(horizon);
+    const lines = (await answer.text()).trim().split('\n');
+    expect(lines.some((line) => line.startsWith('{"key":"later"'))).toBe(true);
+    const offset = Number(answer.headers.get('x-log-offset'));
+    expect((await fetch(`${base}/v1/changes?after=${offset}`)).status).toBe(200);
+  });
+
   it('refuse a minOffset beyond the head (410 offset_ahead) or not a number (400)', async () => {
     const base = await start();
     const ahead = await fetch(`${base}/v1/snapshot?minOffset=${KEYS + 5}`);

@@ -173,7 +173,8 @@ describe('StateMirror', () => {
       dir,
       prepare: (app) => {
         app.addHook('onRequest', async (req) => {
-          if (req.url.startsWith('/v1/changes/stream') && req.url.includes('snapshot=true')) snapshotsTaken++;
+          // The mirror's snapshots (with minOffset), not the test's own (plain) ones.
+          if ((req.url.startsWith('/v1/snapshot') && req.url.includes('minOffset=')) || (req.url.startsWith('/v1/changes/stream') && req.url.includes('snapshot=true'))) snapshotsTaken++;
         });
       },
     });

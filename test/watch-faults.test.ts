@@ -47,7 +47,7 @@ async function stateOf(client: StatelogClient): Promise<Map<string, unknown>> {
   return state;
 }
 
-describe('across kill -9 of the server', () => {
+describe.each(['changes', 'stream'] as const)('across kill -9 of the server (follow: %s)', (follow) => {
   it('a StateMirror and a watch() resume where they were: no new snapshot, no gap, no duplicate', { timeout: 90_000 }, async () => {
     dir = tempDir();
     store = await testStore(dir, 'watch.db');
@@ -56,7 +56,7 @@ describe('across kill -9 of the server', () => {
     for (let i = 0; i < 20; i++) await client.put(`k${i % 7}`, i);
 
     const warnings: string[] = [];
-    const mirror = new StateMirror({ url: server.url, retry: FAST, warn: (m) => warnings.push(m) });
+    const mirror = new StateMirror({ url: server.url, follow, retry: FAST, warn: (m) => warnings.push(m) });
     mirrors.push(mirror);
     const resets: unknown[] = [];
     const retries: RetryEvent[] = [];
@@ -68,7 +68,7 @@ describe('across kill -9 of the server', () => {
     stops.push(stop);
     const events: WatchEvent[] = [];
     const watching = (async () => {
-      for await (const event of client.watch({ signal: stop.signal, retry: FAST })) events.push(event);
+      for await (const event of client.watch({ follow, signal: stop.signal, retry: FAST })) events.push(event);
     })();
     await until(() => events.some((e) => e.type === 'initialized'), 'the watch to be initialized');
     const initialized = events.find((e) => e.type === 'initialized') as { offset: number };
@@ -106,7 +106,7 @@ describe('across kill -9 of the server', () => {
   });
 });
 
-describe('a snapshot cut midway', () => {
+describe.each(['changes', 'stream'] as const)('a snapshot cut midway (follow: %s)', (follow) => {
   it('is reset (snapshot_cut) and taken again from the start, then initialized', { timeout: 90_000 }, async () => {
     const t = await startApp();
     try {
@@ -123,7 +123,7 @@ describe('a snapshot cut midway', () => {
         stops.push(stop);
         const events: WatchEvent[] = [];
         let cut = false;
-        for await (const event of viaProxy.watch({ signal: stop.signal, retry: FAST })) {
+        for await (const event of viaProxy.watch({ follow, signal: stop.signal, retry: FAST })) {
           events.push(event);
           if (!cut && event.type === 'record' && events.length === 100) {
             cut = true;

@@ -1,6 +1,6 @@
 // The key browser: a page of live keys (GET /v1/keys with prefix, limit and cursor)
-// kept current by the change stream from the listing's own offset, so no change
-// between the listing and the stream is missed.
+// kept current by following the changes from the listing's own offset, so no change
+// between the listing and the changes is missed.
 //
 // A page covers a range of keys: after the last key of the page before it, and up to
 // its own last key (or everything after, on the last page). A key set live inside that
@@ -10,7 +10,7 @@
 // last one out to the next page, and the page's range ends at its new last key.
 import { ApiFailure, type Api, type KeyEntry, type LogRecord } from './api.js';
 import { compareKeys, formatCount, formatTime, formatValue } from './format.js';
-import { ChangeStream, type StreamState } from './sse.js';
+import { ChangeFollower, type FollowState } from './follow.js';
 
 interface PagePosition {
   /** The listing's cursor for this page; null for the first. */
@@ -52,7 +52,7 @@ export class KeyBrowser {
    * page where this one now ends, so the next page's cursor is asked for on the way.
    */
   private trimmed = false;
-  private stream: ChangeStream | null = null;
+  private changes: ChangeFollower | null = null;
   /** Bumped by each load, so that an answer to an older one is dropped. */
   private generation = 0;
   private running = false;
@@ -80,8 +80,8 @@ export class KeyBrowser {
   stop(): void {
     this.running = false;
     this.generation += 1;
-    this.stream?.stop();
-    this.stream = null;
+    this.changes?.stop();
+    this.changes = null;
   }
 
   private filter(prefix: string, pageSize: number): void {
@@ -124,8 +124,8 @@ export class KeyBrowser {
   private async load(): Promise<void> {
     if (!this.running) return;
     const generation = ++this.generation;
-    this.stream?.stop();
-    this.stream = null;
+    this.changes?.stop();
+    this.changes = null;
     const page = this.pages[this.index]!;
     this.setBusy(true);
     try {
@@ -155,7 +155,7 @@ export class KeyBrowser {
   }
 
   private follow(after: number, generation: number): void {
-    const stream = new ChangeStream(
+    const stream = new ChangeFollower(
       this.api,
       { prefix: this.prefix, after },
       {
@@ -168,11 +168,11 @@ export class KeyBrowser {
         },
         unauthorized: () => this.events.unauthorized(),
         state: (state, detail) => {
-          if (generation === this.generation || state === 'stopped') this.showStreamState(state, detail);
+          if (generation === this.generation || state === 'stopped') this.showFollowState(state, detail);
         },
       },
     );
-    this.stream = stream;
+    this.changes = stream;
     stream.start();
   }
 
@@ -183,7 +183,7 @@ export class KeyBrowser {
     return true;
   }
 
-  /** One record of the stream. */
+  /** One record of the changes. */
   apply(record: LogRecord): void {
     const at = this.entries.findIndex((entry) => entry.key === record.key);
     if (record.op === 'delete') {
@@ -281,14 +281,14 @@ export class KeyBrowser {
     this.el.rows.closest('table')?.setAttribute('aria-busy', String(busy));
   }
 
-  private showStreamState(state: StreamState, detail: string): void {
-    const text: Record<StreamState, string> = {
+  private showFollowState(state: FollowState, detail: string): void {
+    const text: Record<FollowState, string> = {
       connecting: 'Live updates: connecting…',
       live: 'Live updates: on',
       retrying: `Live updates: ${detail}`,
       stopped: '',
     };
-    // A stream stopped to make way for the next one says nothing.
+    // Following stopped to make way for the next page says nothing.
     if (state === 'stopped' && this.running) return;
     this.el.streamState.textContent = text[state];
     this.el.streamState.dataset.state = state;

@@ -6,6 +6,7 @@ export const MAX_BATCH_ITEMS = 1000;
 export const MAX_LIST_LIMIT = 1000;
 export const MAX_HISTORY_LIMIT = 1000;
 export const MAX_CHANGES_LIMIT = 10_000;
+export const DEFAULT_CHANGES_LIMIT = 1000;
 export const MAX_WAIT_SECONDS = 60;
 
 const Offset = Type.Integer({ minimum: 0 });
@@ -172,7 +173,7 @@ export const changesSchema = {
       after: after({ default: 0 }),
       prefix: Prefix,
       key: WatchedKey,
-      limit: Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: 1000 }),
+      limit: Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: DEFAULT_CHANGES_LIMIT }),
       wait: Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS, default: 0 }),
       epoch: Type.Optional(Epoch),
       // Set by the server in the Link it sends after a long poll ended at the head.

@@ -42,8 +42,9 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
     // acknowledged a write a moment ago.
     const position = await store.readPosition();
     const cacheable = req.query.minOffset !== undefined;
-    const minOffset = req.query.minOffset ?? position.head;
-    checkReader(minOffset, { head: position.head, horizon: 0 });
+    checkReader(req.query.minOffset ?? position.head, { head: position.head, horizon: 0 });
+    // A state below the compaction horizon cannot be followed by its changes: none will do.
+    const minOffset = Math.max(req.query.minOffset ?? position.head, position.horizon);
     const cacheControl = cacheable ? freshFor(scope, config.snapshotMaxAgeSeconds) : 'no-store';
 
     // A client that holds a state this request accepts needs none.

@@ -1,7 +1,7 @@
 // The dashboard (/ui) end to end, in real headless Chromium against a live server built
-// by the production factory: stats and chart, live key updates through the change
-// stream (and its resumption after a drop), prefix filter and paging, the token prompt,
-// and compaction from the button. Screenshots go to test-artifacts/dashboard/.
+// by the production factory: stats and chart, live key updates through the changes
+// followed by Link (and resumed after a drop), prefix filter and paging, the token
+// prompt, and compaction from the button. Screenshots go to test-artifacts/dashboard/.
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
@@ -164,11 +164,11 @@ describeInBrowser('the dashboard on an open server', () => {
     expect(problems).toEqual([]);
   });
 
-  it('resumes the stream with Last-Event-ID after the connection drops, missing nothing', async () => {
-    const lastEventIds: (string | undefined)[] = [];
+  it('follows the changes by Link, and after the connection drops asks again where it was, missing nothing', async () => {
+    const asked: string[] = [];
     const t = await server({}, (app) => {
       app.addHook('onRequest', async (req) => {
-        if (req.url.startsWith('/v1/changes/stream')) lastEventIds.push(req.headers['last-event-id'] as string | undefined);
+        if (req.url.startsWith('/v1/changes')) asked.push(req.url);
       });
     });
     const { page, problems } = await visit(t);
@@ -183,8 +183,13 @@ describeInBrowser('the dashboard on an open server', () => {
     await poll(() => row(page, 'r/2').locator('td.num').textContent()).toBe(String(second.body.offset));
     await streamLive(page);
 
-    expect(lastEventIds[0]).toBeUndefined();
-    expect(lastEventIds.slice(1)).toContain(String(first.body.offset));
+    // Long polls only, each after where the last left off: never back, and once from r/1's offset.
+    expect(asked.every((url) => url.startsWith('/v1/changes?'))).toBe(true);
+    const afters = asked.map((url) => Number(new URL(url, 'http://x').searchParams.get('after')));
+    expect(afters).toEqual([...afters].sort((a, b) => a - b));
+    expect(afters).toContain(first.body.offset);
+    // After the first, each asks what the server's Link named: with its epoch and a wait.
+    expect(asked.slice(1).every((url) => /[?&]epoch=[0-9a-f]+&/.test(url) && /&wait=30$/.test(url))).toBe(true);
     expect(await shownKeys(page)).toEqual(['r/1', 'r/2']);
     // A fetch cut by the server may be logged by Chromium as a network failure; nothing else.
     expect(problems.filter((p) => !/net::ERR_/.test(p))).toEqual([]);

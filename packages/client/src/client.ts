@@ -18,6 +18,7 @@ import type {
   statsSchema,
   Written as WrittenSchema,
 } from '../../../src/contract/schemas.js';
+import { DEFAULT_CHANGES_LIMIT } from '../../../src/contract/schemas.js';
 import { connectionError, CutStreamError, StatelogError, timeoutError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, isConnectionError, sleep, type RetryPolicy } from './retry.js';
 import { watch, type WatchEvent, type WatchOptions } from './watch.js';
@@ -95,6 +96,8 @@ export interface SnapshotOptions {
 export interface ChangesOptions {
   after: number;
   prefix?: string;
+  /** Only this exact key; not with `prefix`. */
+  key?: string;
   limit?: number;
   /** Long-poll seconds when nothing is there (0 to 60). */
   wait?: number;
@@ -273,7 +276,10 @@ export class StatelogClient {
 
   /** One page of changes after `after` (long-polls up to `wait` seconds when empty). */
   async changesPage<T = unknown>(options: ChangesOptions): Promise<ChangesPage<T>> {
-    const { signal, ...query } = options;
+    const { signal, after, epoch, key, limit, prefix, wait } = options;
+    // In the order of the server's Link, so that this is the very URL other followers at
+    // `after` are sent to (a cache in front answers them together).
+    const query = { after, epoch, key, limit: limit ?? DEFAULT_CHANGES_LIMIT, prefix, wait: wait || undefined };
     return this.changesAt<T>('/v1/changes', query, signal);
   }
 
@@ -284,9 +290,14 @@ export class StatelogClient {
    * the server can no longer serve that offset.
    */
   async *changes<T = unknown>(options: ChangesOptions): AsyncGenerator<LogRecord<T>> {
+    for await (const page of this.changesPages<T>(options)) yield* page.records;
+  }
+
+  /** The pages changes() reads, for ever: each says where the reader is (`next`) even when empty. */
+  async *changesPages<T = unknown>(options: ChangesOptions): AsyncGenerator<ChangesPage<T>> {
     let page = await this.changesPage<T>({ wait: 30, ...options });
     for (;;) {
-      yield* page.records;
+      yield page;
       if (page.link) {
         const next = new URL(page.link, 'http://link.invalid');
         page = await this.changesAt<T>(next.pathname, Object.fromEntries(next.searchParams), options.signal);

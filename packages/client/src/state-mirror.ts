@@ -1,5 +1,5 @@
 // StateMirror: a worker's local copy of statelog's state (the informer / KTable idea).
-// It takes the state at one offset from the change stream with snapshot=true, applies
+// It takes the state at one offset (a snapshot any cache in front may answer), applies
 // every later record, and when the connection drops or the server restarts resumes
 // after the last offset it applied (watch() does the following). It takes a new
 // snapshot only when the server says its offset can no longer be served (a reset), or
@@ -16,6 +16,7 @@ import { StatelogClient, type ClientOptions, type LogRecord } from './client.js'
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
 import type { RetryPolicy } from './retry.js';
+import type { WatchOptions } from './watch.js';
 
 export interface StateMirrorOptions {
   url: string;
@@ -27,6 +28,8 @@ export interface StateMirrorOptions {
   key?: ClientOptions['key'];
   /** Mirror only keys with this prefix. */
   prefix?: string;
+  /** As watch()'s: long polls following `Link` (default), or the event stream. */
+  follow?: WatchOptions['follow'];
   /** A file where offset and state are saved, and resumed from on start. */
   checkpoint?: string;
   /** How often the checkpoint is saved while changes arrive (default 5 s). */
@@ -323,6 +326,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
         prefix: this.prefix,
         ...(start ? { after: start.offset, epoch: start.epoch } : {}),
         onReset: 'snapshot',
+        ...(this.options.follow ? { follow: this.options.follow } : {}),
         signal: this.stop.signal,
         ...(this.options.retry ? { retry: this.options.retry } : {}),
         onRetry: (cause, delayMs) => {

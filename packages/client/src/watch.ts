@@ -1,9 +1,11 @@
-// watch(): the change stream as an async iterator, as nats.js kv.watch() gives a
-// key-value bucket's updates. It starts from a snapshot (then signals `initialized`)
-// or after an offset, resumes after the last offset it saw when the connection drops
-// or the server restarts (no gap, no duplicate), and starts over from a new snapshot
-// only when the server says so (`reset`). It ends when the caller's signal aborts.
-import type { LogRecord, StatelogClient } from './client.js';
+// watch(): the changes as an async iterator, as nats.js kv.watch() gives a key-value
+// bucket's updates. It starts from a snapshot (then signals `initialized`) or after an
+// offset, resumes after the last offset it saw when the connection drops or the server
+// restarts (no gap, no duplicate), and starts over from a new snapshot only when the
+// server says so (`reset`). It ends when the caller's signal aborts. By default it
+// reads GET /v1/snapshot?minOffset and follows the changes' `Link`, answers an HTTP
+// cache in front can share between followers; `follow: 'stream'` uses the event stream.
+import type { ChangesPage, LogRecord, StatelogClient } from './client.js';
 import { CutStreamError, describeCause, StatelogError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, sleep, type RetryPolicy } from './retry.js';
 import { readEvents } from './sse.js';
@@ -21,6 +23,17 @@ export interface WatchOptions {
   /** The epoch `after` belongs to: another epoch is a reset. */
   epoch?: string;
   /**
+   * The first snapshot may be of any state at this offset or later (a cached or shared
+   * one); default 0. Snapshots after a reset ask for what the reset requires.
+   */
+  minOffset?: number;
+  /**
+   * 'changes' (default): long polls, each the request the last answer names, which a
+   * cache in front answers once for all its followers. 'stream': one event stream
+   * (GET /v1/changes/stream), which no cache shares.
+   */
+  follow?: 'changes' | 'stream';
+  /**
    * On a reset (the position was compacted away, is ahead of the head, or belongs to
    * another epoch): 'snapshot' yields a `reset` event and starts again from a new
    * snapshot; 'throw' ends the iteration with the StatelogError. Default: 'snapshot'
@@ -32,7 +45,7 @@ export interface WatchOptions {
   retry?: Partial<RetryPolicy>;
   /** Called before each reconnection with its cause and the wait. */
   onRetry?: (cause: StatelogError, delayMs: number) => void;
-  /** No byte for this long (the server sends progress at least every 15 s): the connection is dead. */
+  /** With 'stream': no byte for this long (the server sends progress at least every 15 s), the connection is dead. */
   silenceMs?: number;
 }
 
@@ -53,6 +66,26 @@ interface Position {
   /** After which offset the stream resumes; null: from a (new) snapshot. */
   after: number | null;
   epoch: string | undefined;
+  /** What the next snapshot may be: any state at this offset or later, of this epoch if given. */
+  snapshot: { minOffset?: number; epoch?: string };
+}
+
+/** What either way of following tells the watch, in the stream's terms. */
+type Wire<T> =
+  /** The server accepted the start offset (a stream's opening lines, or a first page). */
+  | { kind: 'opened'; epoch: string }
+  | { kind: 'record'; record: LogRecord<T> }
+  | { kind: 'snapshot-end'; offset: number; epoch: string; digest?: string }
+  | { kind: 'progress'; offset: number };
+
+interface Source {
+  client: StatelogClient;
+  at: Position;
+  prefix: string | undefined;
+  key: string | undefined;
+  signal: AbortSignal;
+  /** Called on every byte of a stream (its silence timer). */
+  heard: () => void;
 }
 
 export async function* watch<T>(client: StatelogClient, options: WatchOptions): AsyncGenerator<WatchEvent<T>, void, undefined> {
@@ -60,10 +93,11 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
   const policy = { ...DEFAULT_RETRY, ...options.retry };
   const silenceMs = options.silenceMs ?? 45_000;
   const onReset = options.onReset ?? (options.after === undefined ? 'snapshot' : 'throw');
+  const follow = options.follow === 'stream' ? streamWire<T> : changesWire<T>;
   // The server narrows to the key (`key=`); the exact key is checked here as well, so
   // that a server without `key=` (which ignores it) only costs the records of other keys.
   const prefix = key === undefined ? (options.prefix ?? '') : undefined;
-  const at: Position = { after: null, epoch: options.epoch };
+  const at: Position = { after: null, epoch: options.epoch, snapshot: { minOffset: options.minOffset ?? 0 } };
   if (options.after === 'head') {
     const stats = (await client.stats()) as { head: number; epoch?: string };
     at.after = stats.head;
@@ -79,7 +113,7 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
     const stopConnection = (): void => connection.abort(signal?.reason);
     signal?.addEventListener('abort', stopConnection, { once: true });
     let silent: NodeJS.Timeout | undefined;
-    const listen = (): void => {
+    const heard = (): void => {
       clearTimeout(silent);
       silent = setTimeout(() => connection.abort(new Error(`no data for ${silenceMs} ms`)), silenceMs);
       silent.unref?.();
@@ -88,26 +122,17 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
     let snapshotEnded = false;
     let cause: StatelogError;
     try {
-      listen();
-      const query =
-        at.after === null
-          ? { snapshot: 'true', prefix, key }
-          : { after: at.after, prefix, key, epoch: at.epoch };
-      const headers: Record<string, string> = at.after === null ? {} : { 'last-event-id': String(at.after) };
-      const res = await client.open('/v1/changes/stream', query, headers, connection.signal);
-      const served = res.headers.get('x-log-epoch') ?? at.epoch ?? '';
-      for await (const event of readEvents(res.body!)) {
-        listen();
-        // The start offset is accepted once the stream's opening lines came without a
-        // reset after them (a refused position gets them and the reset at once).
-        if (!initialized && at.after !== null && event.event !== 'reset' && (event.event !== 'comment' || event.last)) {
-          initialized = true;
-          at.epoch ??= served;
-          yield { type: 'initialized', offset: at.after, epoch: served };
-        }
-        switch (event.event) {
+      for await (const wire of follow({ client, at, prefix, key, signal: connection.signal, heard })) {
+        switch (wire.kind) {
+          case 'opened':
+            if (!initialized && at.after !== null) {
+              initialized = true;
+              at.epoch ??= wire.epoch;
+              yield { type: 'initialized', offset: at.after, epoch: wire.epoch };
+            }
+            break;
           case 'record': {
-            const record = JSON.parse(event.data) as LogRecord<T>;
+            const { record } = wire;
             if (at.after === null) {
               if (key === undefined || record.key === key) yield { type: 'record', record, snapshot: true };
               break;
@@ -120,28 +145,22 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
             else yield { type: 'progress', offset: record.offset };
             break;
           }
-          case 'snapshot-end': {
-            const end = JSON.parse(event.data) as { offset: number; epoch: string; digest?: string };
-            at.after = end.offset;
-            at.epoch = end.epoch;
+          case 'snapshot-end':
+            at.after = wire.offset;
+            at.epoch = wire.epoch;
             snapshotEnded = true;
             initialized = true;
             attempt = 0;
             // `digest`: of the keys the snapshot sent (src/contract/digest.ts).
-            yield { type: 'initialized', offset: end.offset, epoch: end.epoch, ...(end.digest === undefined ? {} : { digest: end.digest }) };
+            yield { type: 'initialized', offset: wire.offset, epoch: wire.epoch, ...(wire.digest === undefined ? {} : { digest: wire.digest }) };
             break;
-          }
-          case 'progress': {
-            const { offset } = JSON.parse(event.data) as { offset: number };
-            if (at.after !== null && offset > at.after) {
-              at.after = offset;
+          case 'progress':
+            if (at.after !== null && wire.offset > at.after) {
+              at.after = wire.offset;
               attempt = 0;
-              yield { type: 'progress', offset };
+              yield { type: 'progress', offset: wire.offset };
             }
             break;
-          }
-          case 'reset':
-            throw resetError(event.data);
         }
       }
       cause = new StatelogError(0, 'unreachable', `the stream from ${client.url} ended (the server stopped)`, { url: client.url });
@@ -150,6 +169,7 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
       if (err instanceof StatelogError && err.mustResnapshot) {
         if (onReset === 'throw') throw err;
         yield { type: 'reset', reason: err.code, error: err };
+        at.snapshot = snapshotAfter(err, at);
         at.after = null;
         at.epoch = undefined;
         initialized = false;
@@ -173,6 +193,73 @@ export async function* watch<T>(client: StatelogClient, options: WatchOptions): 
       await sleep(delay, signal);
     } catch {
       return;
+    }
+  }
+}
+
+/**
+ * What a snapshot after a reset may be: of the new epoch after `epoch_changed` (no older
+ * cached one), at or past the compaction horizon after `offset_compacted`.
+ */
+function snapshotAfter(err: StatelogError, at: Position): Position['snapshot'] {
+  const epoch = typeof err.details.epoch === 'string' ? err.details.epoch : undefined;
+  if (err.code === 'epoch_changed') return { minOffset: 0, ...(epoch === undefined ? {} : { epoch }) };
+  if (err.code === 'offset_compacted') {
+    // Past the horizon: a cached snapshot at the position just refused would be refused again.
+    const horizon = typeof err.details.horizon === 'number' ? err.details.horizon : 0;
+    return { minOffset: Math.max(horizon, at.after ?? 0), ...(at.epoch === undefined ? {} : { epoch: at.epoch }) };
+  }
+  return {};
+}
+
+/** A snapshot (GET /v1/snapshot), then the changes after it by long poll, following `Link`. */
+async function* changesWire<T>({ client, at, prefix, key, signal }: Source): AsyncGenerator<Wire<T>> {
+  if (at.after === null) {
+    // /v1/snapshot has no `key=`: the key's prefix, and the watch keeps the exact key.
+    const snapshot = await client.snapshot<T>({ prefix: key ?? prefix, ...at.snapshot, signal });
+    for await (const entry of snapshot) yield { kind: 'record', record: { ...entry, op: 'set' } };
+    yield { kind: 'snapshot-end', offset: snapshot.offset, epoch: snapshot.epoch, ...(snapshot.digest === undefined ? {} : { digest: snapshot.digest }) };
+  }
+  // Read after the yields above: the watch has moved `at` by then.
+  const from = { after: at.after!, ...(key === undefined ? { prefix } : { key }), ...(at.epoch === undefined ? {} : { epoch: at.epoch }), signal };
+  // A first page without waiting: the position is accepted (or refused) at once.
+  const first = await client.changesPage<T>({ ...from, wait: 0 });
+  yield* pageWire(first);
+  for await (const page of client.changesPages<T>({ ...from, after: first.next, wait: 30 })) yield* pageWire(page);
+}
+
+function* pageWire<T>(page: ChangesPage<T>): Generator<Wire<T>> {
+  yield { kind: 'opened', epoch: page.epoch };
+  for (const record of page.records) yield { kind: 'record', record };
+  yield { kind: 'progress', offset: page.next };
+}
+
+/** The event stream (GET /v1/changes/stream), with `snapshot=true` when there is no position. */
+async function* streamWire<T>({ client, at, prefix, key, signal, heard }: Source): AsyncGenerator<Wire<T>> {
+  heard();
+  const query = at.after === null ? { snapshot: 'true', prefix, key } : { after: at.after, prefix, key, epoch: at.epoch };
+  const headers: Record<string, string> = at.after === null ? {} : { 'last-event-id': String(at.after) };
+  const res = await client.open('/v1/changes/stream', query, headers, signal);
+  const served = res.headers.get('x-log-epoch') ?? at.epoch ?? '';
+  for await (const event of readEvents(res.body!)) {
+    heard();
+    // The start offset is accepted once the stream's opening lines came without a
+    // reset after them (a refused position gets them and the reset at once).
+    if (event.event !== 'reset' && (event.event !== 'comment' || event.last)) yield { kind: 'opened', epoch: served };
+    switch (event.event) {
+      case 'record':
+        yield { kind: 'record', record: JSON.parse(event.data) as LogRecord<T> };
+        break;
+      case 'snapshot-end': {
+        const end = JSON.parse(event.data) as { offset: number; epoch: string; digest?: string };
+        yield { kind: 'snapshot-end', ...end };
+        break;
+      }
+      case 'progress':
+        yield { kind: 'progress', offset: (JSON.parse(event.data) as { offset: number }).offset };
+        break;
+      case 'reset':
+        throw resetError(event.data);
     }
   }
 }
