@@ -36,8 +36,8 @@ export default tseslint.config(
   ),
   boundary(
     ['src/store/**/*.ts'],
-    '(^|/)(http|routes|writes|feed|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench)/',
-    'a store reads and writes the log: it never imports HTTP, routes, the feed or the process',
+    '(^|/)(http|routes|writes|feed|snapshot|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench)/',
+    'a store reads and writes the log: it never imports HTTP, routes, the feed, snapshots or the process',
   ),
   boundary(
     ['src/http/**/*.ts'],
@@ -46,8 +46,8 @@ export default tseslint.config(
   ),
   boundary(
     ['src/writes/**/*.ts'],
-    '(^|/)(http|routes|feed|compaction)/|(^|/)(app|services|server)\\.js$|^(fastify|@fastify/.+)(/|$)|(^|/)(test|bench)/',
-    'the write path queues and applies writes: it never imports HTTP, routes, the feed or the process',
+    '(^|/)(http|routes|feed|snapshot|compaction)/|(^|/)(app|services|server)\\.js$|^(fastify|@fastify/.+)(/|$)|(^|/)(test|bench)/',
+    'the write path queues and applies writes: it never imports HTTP, routes, the feed, snapshots or the process',
   ),
   boundary(['bench/**/*.ts'], '(^|/)test/', 'benchmarks share harness/ with the tests, and import nothing of test/'),
   boundary(['harness/**/*.ts'], '(^|/)(test|bench)/', 'the harness serves tests and benchmarks: it imports neither'),

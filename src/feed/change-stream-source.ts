@@ -5,14 +5,14 @@ import type { FeedPage } from './change-feed.js';
 import { ApiError, type ErrorBody } from '../contract/errors.js';
 import { showsEverything } from '../contract/key-scope.js';
 import { recordJson } from '../contract/render.js';
-import { SnapshotDigest } from './snapshot-digest.js';
+import { SnapshotDigest } from '../snapshot/snapshot-digest.js';
 import { sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import type { SnapshotReader, StoredRecord } from '../store/log-store.js';
 import type { TailPages } from './tail-pages.js';
 
 /**
  * Rows and characters per chunk: small enough that a slow reader holds little, and
- * that a chunk stays out of V8's large-object space (see feed/snapshot-spool.ts).
+ * that a chunk stays out of V8's large-object space (see snapshot/snapshot-spool.ts).
  */
 const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
-import { Slots } from './slots.js';
+import { Slots } from '../snapshot/slots.js';
 
 /** A client's largest share of `max` slots: three quarters, at least one. */
 export const watcherShare = (max: number): number => Math.max(1, Math.ceil((max * 3) / 4));

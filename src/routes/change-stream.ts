@@ -10,10 +10,10 @@ import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changeStreamSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import type { SharedSnapshots } from '../feed/shared-snapshots.js';
+import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
-import { OneKeySnapshot } from '../feed/one-key-snapshot.js';
+import { OneKeySnapshot } from '../snapshot/one-key-snapshot.js';
 import type { LogStore, SnapshotReader } from '../store/log-store.js';
 
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */

@@ -1,6 +1,6 @@
 // GET /v1/snapshot: every live key at one offset, as NDJSON. The snapshot is spooled
-// (feed/snapshot-spool.ts), shared with the requests that may have the same state
-// (feed/shared-snapshots.ts), and its bytes are sent from the spool as fast as the client
+// (snapshot/snapshot-spool.ts), shared with the requests that may have the same state
+// (snapshot/shared-snapshots.ts), and its bytes are sent from the spool as fast as the client
 // reads and no faster, with the trailer after them. The answer starts before the spool
 // is complete: a spool that fails after that (no room, a database error, shutdown) cuts
 // the stream, so the trailer is missing, as every reader is told to expect.
@@ -16,7 +16,7 @@ import { requestFilter } from '../http/scope.js';
 import { SocketBuffers } from '../http/socket-buffers.js';
 import { snapshotSchema } from '../contract/schemas.js';
 import type { AppServices } from '../services.js';
-import type { SpooledSnapshot } from '../feed/snapshot-spool.js';
+import type { SpooledSnapshot } from '../snapshot/snapshot-spool.js';
 
 /**
  * Chunks sent from the spool: few enough bytes each that the stream's buffer (64 KiB)
