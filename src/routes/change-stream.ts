@@ -2,9 +2,10 @@
 // a snapshot, resumable with Last-Event-ID.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
-import { ChangeStreamSource, recordEvents, resetBody, RETRY_MS } from '../feed/change-stream-source.js';
+import { ChangeStreamSource, resetBody, type ChangeStreamEvent } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
 import type { ReadFilter } from '../contract/key-scope.js';
+import { recordJson } from '../contract/render.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
@@ -14,10 +15,48 @@ import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
 import { OneKeySnapshot } from '../snapshot/one-key-snapshot.js';
-import type { LogStore, SnapshotReader } from '../store/log-store.js';
+import type { LogStore, SnapshotReader, StoredRecord } from '../store/log-store.js';
 
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */
 const STOPPED_READER_MS = 1000;
+/** How long a client waits before reconnecting after the stream drops. */
+const RETRY_MS = 1000;
+const STREAM_OPENING = sseRetry(RETRY_MS) + sseComment('statelog change stream');
+
+/**
+ * A page's records as stream events, each with its offset as id: bytes, so that the
+ * streams sharing the page write the same buffer instead of each encoding the text.
+ */
+function recordEvents(records: StoredRecord[]): Buffer {
+  let text = '';
+  for (const record of records) text += sseEvent('record', recordJson(record), record.offset);
+  return Buffer.from(text);
+}
+
+/** One event of the change stream as Server-Sent Events. */
+function frame(event: ChangeStreamEvent<Buffer>): string | Buffer {
+  switch (event.type) {
+    case 'open':
+      return STREAM_OPENING;
+    case 'snapshot-records':
+      // No id: a reconnect in the middle of a snapshot must start it again, not resume.
+      return event.lines.map((line) => sseEvent('record', line)).join('');
+    case 'snapshot-end': {
+      const data = `{"offset":${event.offset},"epoch":${JSON.stringify(event.epoch)},"digest":"${event.digest}"}`;
+      return sseEvent('snapshot-end', data, event.offset);
+    }
+    case 'records':
+      return event.progress === undefined ? event.page : Buffer.concat([event.page, Buffer.from(progressEvent(event.progress))]);
+    case 'progress':
+      return progressEvent(event.offset);
+    case 'reset':
+      return sseEvent('reset', JSON.stringify(event.body));
+  }
+}
+
+function progressEvent(offset: number): string {
+  return sseEvent('progress', `{"offset":${offset}}`, offset);
+}
 
 /**
  * The snapshot a stream starts with, at least as new as the database's head now: the keys
@@ -59,7 +98,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
       return reply
         .type('text/event-stream; charset=utf-8')
         .headers({ 'cache-control': 'no-store', 'x-accel-buffering': 'no', 'x-log-epoch': store.epoch })
-        .send(sseRetry(RETRY_MS) + sseComment('statelog change stream') + sseEvent('reset', JSON.stringify(body)));
+        .send(STREAM_OPENING + frame({ type: 'reset', body }));
     }
 
     const release = watchers.acquireFor(req);
@@ -86,11 +125,14 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
 
     const stream = pullStream(
       () =>
-        source.next().catch((err: unknown) => {
-          // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
-          options.services.faults.observe(err);
-          throw err;
-        }),
+        source.next().then(
+          (event) => event && frame(event),
+          (err: unknown) => {
+            // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
+            options.services.faults.observe(err);
+            throw err;
+          },
+        ),
       () => {
         lifecycle.shutdown.removeEventListener('abort', onShutdown);
         lifetime.dispose();
