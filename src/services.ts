@@ -73,12 +73,14 @@ export interface ServicesOptions {
    * the pages), so the process must stop; by default the app stops serving writes.
    */
   onFatal?: (err: Error) => void;
+  /** Opens the store; by default the one the configuration names (store/open-store.ts). */
+  openStore?: typeof openStore;
 }
 
 export async function openServices(config: Config, log: ServicesLog, options: ServicesOptions = {}): Promise<Services> {
   let store: LogStore;
   try {
-    store = await openStore(config, {
+    store = await (options.openStore ?? openStore)(config, {
       onFatal: (err) => {
         log.fatal({ err }, 'an fsync failed: nothing more can be promised durable; the process stops');
         options.onFatal?.(err);
