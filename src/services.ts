@@ -21,7 +21,7 @@ import { describeStore, openStore } from './store/open-store.js';
 import { StoreFaults } from './store/store-errors.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 
-export interface AppServices {
+export interface Services {
   config: Config;
   store: LogStore;
   batcher: WriteBatcher;
@@ -37,9 +37,6 @@ export interface AppServices {
   faults: StoreFaults;
   /** Snapshots and snapshot=true streams, sharing reads of the store. */
   snapshots: SharedSnapshots;
-}
-
-export interface Services extends AppServices {
   compactor: Compactor;
   /** Deletes keys past their TTL. */
   expirer: Expirer;

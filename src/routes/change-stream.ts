@@ -10,8 +10,14 @@ import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changeStreamSchema } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
+import type { Config } from '../config.js';
+import type { ChangeNotifier } from '../feed/change-notifier.js';
+import type { ReadTurns } from '../feed/read-turns.js';
+import type { WatcherSlots } from '../feed/watcher-slots.js';
+import type { Lifecycle } from '../http/lifecycle.js';
+import type { Metrics } from '../metrics.js';
 import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
+import type { StoreFaults } from '../store/store-errors.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
 import { OneKeySnapshot } from '../snapshot/one-key-snapshot.js';
@@ -63,15 +69,29 @@ function progressEvent(offset: number): string {
  * with the prefix, or the one key. Keys that start with a key sort after it, so its
  * entry, if live, is the first of that prefix.
  */
-async function openSnapshot(snapshots: SharedSnapshots, store: LogStore, filter: ReadFilter): Promise<SnapshotReader> {
+async function openSnapshot(snapshots: Pick<SharedSnapshots, 'open'>, store: LogStore, filter: ReadFilter): Promise<SnapshotReader> {
   const minOffset = (await store.readPosition()).head;
   if (filter.key === undefined) return (await snapshots.open({ filter, shape: 'record', minOffset })).reader;
   const { reader } = await snapshots.open({ filter: { prefix: filter.key }, shape: 'record', minOffset });
   return new OneKeySnapshot(reader, filter.key);
 }
 
-export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, options) => {
-  const { store, notifier, lifecycle, metrics, watchers, readTurns } = options.services;
+export interface ChangeStreamRouteOptions {
+  store: LogStore;
+  notifier: ChangeNotifier;
+  readTurns: ReadTurns;
+  watchers: WatcherSlots;
+  /** For streams that start with a snapshot. */
+  snapshots: Pick<SharedSnapshots, 'open'>;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  /** Told of the error that cuts a stream. */
+  faults: StoreFaults;
+  config: Pick<Config, 'stalledReaderMs'>;
+}
+
+export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
+  const { store, notifier, readTurns, watchers, snapshots, lifecycle, metrics, faults, config } = options;
   const tail = new TailPages(store, readTurns, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
@@ -102,7 +122,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
     }
 
     const release = watchers.acquireFor(req);
-    const opening = withSnapshot ? openSnapshot(options.services.snapshots, store, filter) : null;
+    const opening = withSnapshot ? openSnapshot(snapshots, store, filter) : null;
     const snapshot = await opening?.catch((err: unknown) => {
       release();
       throw err;
@@ -129,7 +149,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
           (event) => event && frame(event),
           (err: unknown) => {
             // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
-            options.services.faults.observe(err);
+            faults.observe(err);
             throw err;
           },
         ),
@@ -140,7 +160,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
         closed();
         release();
       },
-      { stalled: { socket: req.raw.socket, ms: options.services.config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
+      { stalled: { socket: req.raw.socket, ms: config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
     );
     return reply
       .type('text/event-stream; charset=utf-8')

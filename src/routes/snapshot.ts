@@ -15,8 +15,12 @@ import { pullStream } from '../http/pull-stream.js';
 import { requestFilter } from '../http/scope.js';
 import { SocketBuffers } from '../http/socket-buffers.js';
 import { snapshotSchema } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
+import type { Config } from '../config.js';
+import type { Lifecycle } from '../http/lifecycle.js';
+import type { Metrics } from '../metrics.js';
+import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import type { SpooledSnapshot } from '../snapshot/snapshot-spool.js';
+import type { LogStore } from '../store/log-store.js';
 
 /**
  * Chunks sent from the spool: few enough bytes each that the stream's buffer (64 KiB)
@@ -30,8 +34,15 @@ function trailer(reader: SpooledSnapshot): string {
   return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)},"digest":"${reader.digestHex()}"}\n`;
 }
 
-export const snapshotRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, lifecycle, metrics, config, snapshots } = services;
+export interface SnapshotRouteOptions {
+  store: LogStore;
+  snapshots: Pick<SharedSnapshots, 'open'>;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  config: Pick<Config, 'tokens' | 'snapshotMaxAgeSeconds' | 'stalledReaderMs'>;
+}
+
+export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = async (app, { store, snapshots, lifecycle, metrics, config }) => {
   const scope = cacheScope(config);
 
   app.get('/v1/snapshot', { schema: snapshotSchema, config: { scope: 'filter' } }, async (req, reply) => {
