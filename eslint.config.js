@@ -36,18 +36,28 @@ export default tseslint.config(
   ),
   boundary(
     ['src/store/**/*.ts'],
-    '(^|/)(http|routes|writes|feed|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench)/',
-    'a store reads and writes the log: it never imports HTTP, routes, the feed or the process',
+    '(^|/)(http|routes|writes|feed|snapshot|compaction)/|(^|/)(app|services|metrics|server)\\.js$|(^|/)(test|bench|harness)/',
+    'a store reads and writes the log: it never imports HTTP, routes, the feed, snapshots or the process',
   ),
   boundary(
     ['src/http/**/*.ts'],
-    '(^|/)(routes|sqlite|postgres)/|(^|/)(app|services|server|reload)\\.js$|(^|/)(test|bench)/',
+    '(^|/)(routes|sqlite|postgres)/|(^|/)(app|services|server|reload)\\.js$|(^|/)(test|bench|harness)/',
     'HTTP plumbing serves the routes: it never imports them, what builds the app (app, services) or a store driver',
   ),
   boundary(
     ['src/writes/**/*.ts'],
-    '(^|/)(http|routes|feed|compaction)/|(^|/)(app|services|server)\\.js$|^(fastify|@fastify/.+)(/|$)|(^|/)(test|bench)/',
-    'the write path queues and applies writes: it never imports HTTP, routes, the feed or the process',
+    '(^|/)(http|routes|feed|snapshot|compaction)/|(^|/)(app|services|server)\\.js$|^(fastify|@fastify/.+)(/|$)|(^|/)(test|bench|harness)/',
+    'the write path queues and applies writes: it never imports HTTP, routes, the feed, snapshots or the process',
+  ),
+  boundary(
+    ['src/feed/**/*.ts'],
+    '(^|/)(http|routes|writes|compaction|sqlite|postgres)/|(^|/)(app|services|server|metrics|reload|config)\\.js$|^(fastify|@fastify/.+|better-sqlite3|pg)(/|$)|(^|/)(test|bench|harness)/',
+    'the feed reads the log for its readers and yields events: it imports the contract, the store interface and snapshots, never HTTP, routes, the write path, a store driver or the process',
+  ),
+  boundary(
+    ['src/snapshot/**/*.ts'],
+    '(^|/)(feed|http|routes|writes|compaction|sqlite|postgres)/|(^|/)(app|services|server|metrics|reload|config)\\.js$|^(fastify|@fastify/.+|better-sqlite3|pg)(/|$)|(^|/)(test|bench|harness)/',
+    'snapshots copy the store\'s state to spools: they import the contract and the store interface, never the feed, HTTP, routes, the write path, a store driver or the process',
   ),
   boundary(['bench/**/*.ts'], '(^|/)test/', 'benchmarks share harness/ with the tests, and import nothing of test/'),
   boundary(['harness/**/*.ts'], '(^|/)(test|bench)/', 'the harness serves tests and benchmarks: it imports neither'),

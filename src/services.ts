@@ -11,8 +11,8 @@ import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
 import { ReadTurns } from './feed/read-turns.js';
-import { SharedSnapshots } from './feed/shared-snapshots.js';
-import { SpoolBudget } from './feed/spool-budget.js';
+import { SharedSnapshots } from './snapshot/shared-snapshots.js';
+import { SpoolBudget } from './snapshot/spool-budget.js';
 import type { Lifecycle } from './http/lifecycle.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
 import { Metrics } from './metrics.js';
@@ -21,7 +21,7 @@ import { describeStore, openStore } from './store/open-store.js';
 import { StoreFaults } from './store/store-errors.js';
 import { WriteBatcher } from './writes/write-batcher.js';
 
-export interface AppServices {
+export interface Services {
   config: Config;
   store: LogStore;
   batcher: WriteBatcher;
@@ -37,9 +37,6 @@ export interface AppServices {
   faults: StoreFaults;
   /** Snapshots and snapshot=true streams, sharing reads of the store. */
   snapshots: SharedSnapshots;
-}
-
-export interface Services extends AppServices {
   compactor: Compactor;
   /** Deletes keys past their TTL. */
   expirer: Expirer;
@@ -73,12 +70,14 @@ export interface ServicesOptions {
    * the pages), so the process must stop; by default the app stops serving writes.
    */
   onFatal?: (err: Error) => void;
+  /** Opens the store; by default the one the configuration names (store/open-store.ts). */
+  openStore?: typeof openStore;
 }
 
 export async function openServices(config: Config, log: ServicesLog, options: ServicesOptions = {}): Promise<Services> {
   let store: LogStore;
   try {
-    store = await openStore(config, {
+    store = await (options.openStore ?? openStore)(config, {
       onFatal: (err) => {
         log.fatal({ err }, 'an fsync failed: nothing more can be promised durable; the process stops');
         options.onFatal?.(err);

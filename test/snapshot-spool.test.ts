@@ -9,8 +9,8 @@ import http from 'node:http';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex, digestOf } from '../src/contract/digest.js';
-import { spoolSnapshot, type SpooledSnapshot } from '../src/feed/snapshot-spool.js';
-import { SpoolBudget } from '../src/feed/spool-budget.js';
+import { spoolSnapshot, type SpooledSnapshot } from '../src/snapshot/snapshot-spool.js';
+import { SpoolBudget } from '../src/snapshot/spool-budget.js';
 import { json, startApp, tempDir, type TestApp } from './support/helpers.js';
 import { baseUrl } from './support/stream-clients.js';
 

@@ -1,39 +1,40 @@
-// The text of one change stream, produced a chunk at a time as the socket asks for it:
-// an optional snapshot phase, then records read from the log by offset for ever.
+// The events of one change stream, produced one at a time as the socket asks for them:
+// an optional snapshot phase, then records read from the log by offset for ever. The
+// route frames them (routes/change-stream.ts).
 import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
 import { ApiError, type ErrorBody } from '../contract/errors.js';
 import { showsEverything } from '../contract/key-scope.js';
-import { recordJson } from '../contract/render.js';
-import { SnapshotDigest } from './snapshot-digest.js';
-import { sseComment, sseEvent, sseRetry } from '../http/sse.js';
-import type { SnapshotReader, StoredRecord } from '../store/log-store.js';
+import { SnapshotDigest } from '../snapshot/snapshot-digest.js';
+import type { SnapshotReader } from '../store/log-store.js';
 import type { TailPages } from './tail-pages.js';
 
 /**
  * Rows and characters per chunk: small enough that a slow reader holds little, and
- * that a chunk stays out of V8's large-object space (see feed/snapshot-spool.ts).
+ * that a chunk stays out of V8's large-object space (see snapshot/snapshot-spool.ts).
  */
 const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
-/** How long a client waits before reconnecting after the stream drops. */
-export const RETRY_MS = 1000;
 /** The contract's bound on the time between progress events. */
 const PROGRESS_INTERVAL_MS = 15_000;
 
 /**
- * A page's records as stream events, each with its offset as id: bytes, so that the
- * streams sharing the page write the same buffer instead of each encoding the text.
+ * What a stream sends, in order: `open`, then with a snapshot its `snapshot-records`
+ * and `snapshot-end`, then `records` and `progress` until the end or a `reset`.
  */
-export function recordEvents(records: StoredRecord[]): Buffer {
-  let text = '';
-  for (const record of records) text += sseEvent('record', recordJson(record), record.offset);
-  return Buffer.from(text);
-}
+export type ChangeStreamEvent<Page> =
+  | { type: 'open' }
+  /** Snapshot lines (records' JSON), sent without ids. */
+  | { type: 'snapshot-records'; lines: string[] }
+  | { type: 'snapshot-end'; offset: number; epoch: string; digest: string }
+  /** A page of the log as the tail rendered it, then, if the reader moved past it, a progress event. */
+  | { type: 'records'; page: Page; progress?: number }
+  | { type: 'progress'; offset: number }
+  | { type: 'reset'; body: ErrorBody };
 
-export interface ChangeStreamOptions {
+export interface ChangeStreamOptions<Page> {
   /** Reads the log, sharing pages at the head among streams. */
-  tail: TailPages<Buffer>;
+  tail: TailPages<Page>;
   notifier: ChangeNotifier;
   prefix: string;
   /** Only this exact key (with prefix ''). */
@@ -61,31 +62,26 @@ export function resetBody(err: ApiError, horizon: number, epoch: string): ErrorB
 
 type Phase = 'open' | 'snapshot' | 'live' | 'done';
 
-function snapshotEvent(record: string): string {
-  // No id: a reconnect in the middle of a snapshot must start it again, not resume.
-  return sseEvent('record', record);
-}
-
-export class ChangeStreamSource {
+export class ChangeStreamSource<Page> {
   private phase: Phase = 'open';
   /** Every record up to here has been sent, or the reader has been told to skip it. */
   private position: number;
   private lastProgressAt = Date.now();
   private readonly waiter: RepeatedWaiter;
 
-  constructor(private readonly options: ChangeStreamOptions) {
+  constructor(private readonly options: ChangeStreamOptions<Page>) {
     this.position = options.after;
     this.waiter = new RepeatedWaiter(options.notifier, options.signal);
   }
 
-  /** The next chunk of the stream, or null when it has ended. */
-  async next(): Promise<string | Buffer | null> {
+  /** The next event of the stream, or null when it has ended. */
+  async next(): Promise<ChangeStreamEvent<Page> | null> {
     if (this.options.signal.aborted) this.phase = 'done';
     switch (this.phase) {
       case 'open':
         this.phase = this.options.snapshot ? 'snapshot' : 'live';
         // Sent at once so that the headers go out before the first record exists.
-        return sseRetry(RETRY_MS) + sseComment('statelog change stream');
+        return { type: 'open' };
       case 'snapshot':
         return this.snapshotChunk(this.options.snapshot!);
       case 'live':
@@ -111,28 +107,27 @@ export class ChangeStreamSource {
   /** The digest of the snapshot's records, made with its first page. */
   private snapshotDigest: SnapshotDigest | undefined;
 
-  private async snapshotChunk(reader: SnapshotReader): Promise<string> {
-    const records = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
+  private async snapshotChunk(reader: SnapshotReader): Promise<ChangeStreamEvent<Page>> {
+    const lines = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
     this.snapshotDigest ??= new SnapshotDigest(reader, showsEverything(this.options));
-    if (records.length > 0) {
-      this.snapshotDigest.add(records);
-      return records.map(snapshotEvent).join('');
+    if (lines.length > 0) {
+      this.snapshotDigest.add(lines);
+      return { type: 'snapshot-records', lines };
     }
     this.releaseSnapshot();
     this.position = reader.offset;
     this.phase = 'live';
     this.lastProgressAt = Date.now();
-    const data = `{"offset":${reader.offset},"epoch":${JSON.stringify(reader.epoch)},"digest":"${this.snapshotDigest.hex()}"}`;
-    return sseEvent('snapshot-end', data, reader.offset);
+    return { type: 'snapshot-end', offset: reader.offset, epoch: reader.epoch, digest: this.snapshotDigest.hex() };
   }
 
-  private async liveChunk(): Promise<string | Buffer | null> {
+  private async liveChunk(): Promise<ChangeStreamEvent<Page> | null> {
     for (;;) {
       const progressDue = Date.now() - this.lastProgressAt >= PROGRESS_INTERVAL_MS;
       // At the head there is nothing to read: go straight to waiting.
       if (this.position < this.options.tail.head || progressDue) {
-        const text = await this.read(progressDue);
-        if (text.length > 0) return text;
+        const event = await this.read(progressDue);
+        if (event) return event;
       }
       if (!(await this.waitForCommit())) {
         this.phase = 'done';
@@ -141,28 +136,27 @@ export class ChangeStreamSource {
     }
   }
 
-  /** The records after the reader's position and the progress event they call for. */
-  private async read(progressDue: boolean): Promise<string | Buffer> {
+  /** The records after the reader's position and the progress they call for; null if neither. */
+  private async read(progressDue: boolean): Promise<ChangeStreamEvent<Page> | null> {
     const { tail, prefix, key, within } = this.options;
     let page: FeedPage;
-    let text: Buffer;
+    let text: Page;
     try {
       ({ page, text } = await tail.read({ after: this.position, prefix, key, within, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
     } catch (err) {
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
       this.phase = 'done';
-      const body = resetBody(err, tail.horizon, this.options.epoch);
-      return sseEvent('reset', JSON.stringify(body));
+      return { type: 'reset', body: resetBody(err, tail.horizon, this.options.epoch) };
     }
-    const lastSent = page.records.length > 0 ? page.records[page.records.length - 1]!.offset : this.position;
+    const sent = page.records.length > 0;
+    const lastSent = sent ? page.records[page.records.length - 1]!.offset : this.position;
     this.position = page.next;
     // Records skipped by the prefix (or removed by compaction) still move the reader.
     if (page.next > lastSent || progressDue) {
       this.lastProgressAt = Date.now();
-      const progress = sseEvent('progress', `{"offset":${page.next}}`, page.next);
-      return text.length === 0 ? progress : Buffer.concat([text, Buffer.from(progress)]);
+      return sent ? { type: 'records', page: text, progress: page.next } : { type: 'progress', offset: page.next };
     }
-    return text;
+    return sent ? { type: 'records', page: text } : null;
   }
 
   /** Waits for a commit after the reader's position, or until progress is due; false once the stream must end. */

@@ -4,9 +4,14 @@
 // most three quarters of them, so that a reader that opens streams without end cannot
 // leave the others none.
 import { createHash } from 'node:crypto';
-import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
-import { Slots } from './slots.js';
+import { Slots } from '../snapshot/slots.js';
+
+/** Of a request, what tells its client: its address and Authorization header. */
+export interface WatcherClient {
+  ip: string;
+  headers: { authorization?: string };
+}
 
 /** A client's largest share of `max` slots: three quarters, at least one. */
 export const watcherShare = (max: number): number => Math.max(1, Math.ceil((max * 3) / 4));
@@ -21,7 +26,7 @@ export class WatcherSlots extends Slots {
   }
 
   /** Takes a slot for the client that sent `req`, or throws 429 (its share, or all slots, taken). */
-  acquireFor(req: FastifyRequest): () => void {
+  acquireFor(req: WatcherClient): () => void {
     const owners = clientsOf(req);
     for (const owner of owners) {
       if ((this.held.get(owner) ?? 0) >= this.share) {
@@ -50,7 +55,7 @@ export class WatcherSlots extends Slots {
 }
 
 /** Who holds a slot: the client's address, and its bearer token (hashed, never kept) if it sent one. */
-function clientsOf(req: FastifyRequest): string[] {
+function clientsOf(req: WatcherClient): string[] {
   const owners = [`address ${req.ip}`];
   const authorization = req.headers.authorization;
   if (authorization?.startsWith('Bearer ')) owners.push(`token ${createHash('sha256').update(authorization.slice(7)).digest('base64url')}`);

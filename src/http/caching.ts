@@ -5,7 +5,7 @@ import type { Config } from '../config.js';
 
 export type CacheScope = 'public' | 'private';
 
-export function cacheScope(config: Config): CacheScope {
+export function cacheScope(config: Pick<Config, 'tokens'>): CacheScope {
   return config.tokens ? 'private' : 'public';
 }
 

@@ -2,37 +2,96 @@
 // a snapshot, resumable with Last-Event-ID.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
-import { ChangeStreamSource, recordEvents, resetBody, RETRY_MS } from '../feed/change-stream-source.js';
+import { ChangeStreamSource, resetBody, type ChangeStreamEvent } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
 import type { ReadFilter } from '../contract/key-scope.js';
+import { recordJson } from '../contract/render.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changeStreamSchema } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
-import type { SharedSnapshots } from '../feed/shared-snapshots.js';
+import type { Config } from '../config.js';
+import type { ChangeNotifier } from '../feed/change-notifier.js';
+import type { ReadTurns } from '../feed/read-turns.js';
+import type { WatcherSlots } from '../feed/watcher-slots.js';
+import type { Lifecycle } from '../http/lifecycle.js';
+import type { Metrics } from '../metrics.js';
+import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
+import type { StoreFaults } from '../store/store-errors.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
 import { TailPages } from '../feed/tail-pages.js';
-import { OneKeySnapshot } from '../feed/one-key-snapshot.js';
-import type { LogStore, SnapshotReader } from '../store/log-store.js';
+import { OneKeySnapshot } from '../snapshot/one-key-snapshot.js';
+import type { LogStore, SnapshotReader, StoredRecord } from '../store/log-store.js';
 
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */
 const STOPPED_READER_MS = 1000;
+/** How long a client waits before reconnecting after the stream drops. */
+const RETRY_MS = 1000;
+const STREAM_OPENING = sseRetry(RETRY_MS) + sseComment('statelog change stream');
+
+/**
+ * A page's records as stream events, each with its offset as id: bytes, so that the
+ * streams sharing the page write the same buffer instead of each encoding the text.
+ */
+function recordEvents(records: StoredRecord[]): Buffer {
+  let text = '';
+  for (const record of records) text += sseEvent('record', recordJson(record), record.offset);
+  return Buffer.from(text);
+}
+
+/** One event of the change stream as Server-Sent Events. */
+function frame(event: ChangeStreamEvent<Buffer>): string | Buffer {
+  switch (event.type) {
+    case 'open':
+      return STREAM_OPENING;
+    case 'snapshot-records':
+      // No id: a reconnect in the middle of a snapshot must start it again, not resume.
+      return event.lines.map((line) => sseEvent('record', line)).join('');
+    case 'snapshot-end': {
+      const data = `{"offset":${event.offset},"epoch":${JSON.stringify(event.epoch)},"digest":"${event.digest}"}`;
+      return sseEvent('snapshot-end', data, event.offset);
+    }
+    case 'records':
+      return event.progress === undefined ? event.page : Buffer.concat([event.page, Buffer.from(progressEvent(event.progress))]);
+    case 'progress':
+      return progressEvent(event.offset);
+    case 'reset':
+      return sseEvent('reset', JSON.stringify(event.body));
+  }
+}
+
+function progressEvent(offset: number): string {
+  return sseEvent('progress', `{"offset":${offset}}`, offset);
+}
 
 /**
  * The snapshot a stream starts with, at least as new as the database's head now: the keys
  * with the prefix, or the one key. Keys that start with a key sort after it, so its
  * entry, if live, is the first of that prefix.
  */
-async function openSnapshot(snapshots: SharedSnapshots, store: LogStore, filter: ReadFilter): Promise<SnapshotReader> {
+async function openSnapshot(snapshots: Pick<SharedSnapshots, 'open'>, store: LogStore, filter: ReadFilter): Promise<SnapshotReader> {
   const minOffset = (await store.readPosition()).head;
   if (filter.key === undefined) return (await snapshots.open({ filter, shape: 'record', minOffset })).reader;
   const { reader } = await snapshots.open({ filter: { prefix: filter.key }, shape: 'record', minOffset });
   return new OneKeySnapshot(reader, filter.key);
 }
 
-export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, options) => {
-  const { store, notifier, lifecycle, metrics, watchers, readTurns } = options.services;
+export interface ChangeStreamRouteOptions {
+  store: LogStore;
+  notifier: ChangeNotifier;
+  readTurns: ReadTurns;
+  watchers: WatcherSlots;
+  /** For streams that start with a snapshot. */
+  snapshots: Pick<SharedSnapshots, 'open'>;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  /** Told of the error that cuts a stream. */
+  faults: StoreFaults;
+  config: Pick<Config, 'stalledReaderMs'>;
+}
+
+export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
+  const { store, notifier, readTurns, watchers, snapshots, lifecycle, metrics, faults, config } = options;
   const tail = new TailPages(store, readTurns, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
@@ -59,11 +118,11 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
       return reply
         .type('text/event-stream; charset=utf-8')
         .headers({ 'cache-control': 'no-store', 'x-accel-buffering': 'no', 'x-log-epoch': store.epoch })
-        .send(sseRetry(RETRY_MS) + sseComment('statelog change stream') + sseEvent('reset', JSON.stringify(body)));
+        .send(STREAM_OPENING + frame({ type: 'reset', body }));
     }
 
     const release = watchers.acquireFor(req);
-    const opening = withSnapshot ? openSnapshot(options.services.snapshots, store, filter) : null;
+    const opening = withSnapshot ? openSnapshot(snapshots, store, filter) : null;
     const snapshot = await opening?.catch((err: unknown) => {
       release();
       throw err;
@@ -86,11 +145,14 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
 
     const stream = pullStream(
       () =>
-        source.next().catch((err: unknown) => {
-          // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
-          options.services.faults.observe(err);
-          throw err;
-        }),
+        source.next().then(
+          (event) => event && frame(event),
+          (err: unknown) => {
+            // Cut, never ended cleanly; a corrupt database also fails readiness from now on.
+            faults.observe(err);
+            throw err;
+          },
+        ),
       () => {
         lifecycle.shutdown.removeEventListener('abort', onShutdown);
         lifetime.dispose();
@@ -98,7 +160,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<{ services: AppServic
         closed();
         release();
       },
-      { stalled: { socket: req.raw.socket, ms: options.services.config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
+      { stalled: { socket: req.raw.socket, ms: config.stalledReaderMs, cut: () => void reply.raw.destroy() } },
     );
     return reply
       .type('text/event-stream; charset=utf-8')

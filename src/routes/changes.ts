@@ -9,8 +9,14 @@ import { cacheScope, nextChanges } from '../http/caching.js';
 import { requestLifetime } from '../http/request-lifetime.js';
 import { requestFilter } from '../http/scope.js';
 import { changesSchema } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
+import type { Config } from '../config.js';
+import type { ChangeNotifier } from '../feed/change-notifier.js';
+import type { ReadTurns } from '../feed/read-turns.js';
+import type { WatcherSlots } from '../feed/watcher-slots.js';
+import type { Lifecycle } from '../http/lifecycle.js';
 import { sendJsonText } from '../http/reply.js';
+import type { Metrics } from '../metrics.js';
+import type { LogStore } from '../store/log-store.js';
 
 /**
  * A page also ends once it holds this many characters of keys and values (and always
@@ -25,8 +31,18 @@ function pageJson(page: FeedPage, epoch: string, records = recordsJson(page.reco
   return `{"records":[${records}],"next":${page.next},"head":${page.head},"epoch":${JSON.stringify(epoch)}}`;
 }
 
-export const changesRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, notifier, lifecycle, metrics, watchers, config, readTurns } = services;
+export interface ChangesRouteOptions {
+  store: LogStore;
+  notifier: ChangeNotifier;
+  readTurns: ReadTurns;
+  watchers: WatcherSlots;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  config: Pick<Config, 'tokens'>;
+}
+
+export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = async (app, options) => {
+  const { store, notifier, readTurns, watchers, lifecycle, metrics, config } = options;
   const scope = cacheScope(config);
   // Polls woken by one commit at one position and filter share one read and one rendering.
   const tail = new TailPages(store, readTurns, recordsJson);

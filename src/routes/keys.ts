@@ -5,7 +5,7 @@ import { checkKey } from '../contract/key-rules.js';
 import { etag, notModified, writeCondition } from '../http/preconditions.js';
 import { entryJson, failureAnswer, jsonAnswer, recordJson } from '../contract/render.js';
 import { deleteKeySchema, getKeySchema, keyHistorySchema, listKeysSchema, putKeySchema } from '../contract/schemas.js';
-import { listFiltered } from '../feed/scoped-reads.js';
+import { listFiltered } from '../snapshot/scoped-reads.js';
 import { requestFilter } from '../http/scope.js';
 import type { Config } from '../config.js';
 import type { LogStore } from '../store/log-store.js';

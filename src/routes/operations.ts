@@ -9,7 +9,7 @@ import type { LogStore } from '../store/log-store.js';
 import { dirtyRatio } from '../store/log-store.js';
 import { storeErrorKind, type StoreFaults } from '../store/store-errors.js';
 import { batchBodyLimit } from './records.js';
-import type { SharedSnapshots } from '../feed/shared-snapshots.js';
+import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 
 export interface OperationsOptions {
   store: LogStore;

@@ -1,6 +1,6 @@
 // GET /v1/snapshot: every live key at one offset, as NDJSON. The snapshot is spooled
-// (feed/snapshot-spool.ts), shared with the requests that may have the same state
-// (feed/shared-snapshots.ts), and its bytes are sent from the spool as fast as the client
+// (snapshot/snapshot-spool.ts), shared with the requests that may have the same state
+// (snapshot/shared-snapshots.ts), and its bytes are sent from the spool as fast as the client
 // reads and no faster, with the trailer after them. The answer starts before the spool
 // is complete: a spool that fails after that (no room, a database error, shutdown) cuts
 // the stream, so the trailer is missing, as every reader is told to expect.
@@ -15,8 +15,12 @@ import { pullStream } from '../http/pull-stream.js';
 import { requestFilter } from '../http/scope.js';
 import { SocketBuffers } from '../http/socket-buffers.js';
 import { snapshotSchema } from '../contract/schemas.js';
-import type { AppServices } from '../services.js';
-import type { SpooledSnapshot } from '../feed/snapshot-spool.js';
+import type { Config } from '../config.js';
+import type { Lifecycle } from '../http/lifecycle.js';
+import type { Metrics } from '../metrics.js';
+import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
+import type { SpooledSnapshot } from '../snapshot/snapshot-spool.js';
+import type { LogStore } from '../store/log-store.js';
 
 /**
  * Chunks sent from the spool: few enough bytes each that the stream's buffer (64 KiB)
@@ -30,8 +34,15 @@ function trailer(reader: SpooledSnapshot): string {
   return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)},"digest":"${reader.digestHex()}"}\n`;
 }
 
-export const snapshotRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { store, lifecycle, metrics, config, snapshots } = services;
+export interface SnapshotRouteOptions {
+  store: LogStore;
+  snapshots: Pick<SharedSnapshots, 'open'>;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  config: Pick<Config, 'tokens' | 'snapshotMaxAgeSeconds' | 'stalledReaderMs'>;
+}
+
+export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = async (app, { store, snapshots, lifecycle, metrics, config }) => {
   const scope = cacheScope(config);
 
   app.get('/v1/snapshot', { schema: snapshotSchema, config: { scope: 'filter' } }, async (req, reply) => {

@@ -71,8 +71,7 @@ export async function startApp(env: Record<string, string> = {}, options: StartO
       STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0',
       ...env,
     });
-    app = await buildApp(config);
-    database.attach(app.services.store);
+    app = await buildApp(config, { openStore: (config, hooks) => database.openAppStore(config, hooks) });
     await options.prepare?.(app);
   } catch (err) {
     await database.drop();

@@ -8,8 +8,9 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { STORE_INTERNALS } from '../../src/store/internals.js';
+import type { Config } from '../../src/config.js';
 import type { LogStore } from '../../src/store/log-store.js';
+import { openStore, type StoreHooks } from '../../src/store/open-store.js';
 import { migratePostgres } from '../../src/store/postgres/migrations.js';
 import { pgTypes } from '../../src/store/postgres/sql.js';
 import { PgStore } from '../../src/store/postgres/store.js';
@@ -39,8 +40,11 @@ export interface TestStore {
   readonly env: Record<string, string>;
   /** A store of the test's own on this database (closed by drop() if still open). */
   openStore(): Promise<LogStore>;
-  /** The store that serves this database in this process (the app's), told when the horizon is moved. */
-  attach(store: LogStore): void;
+  /**
+   * Opens the store that serves this database in this process (the app's: buildApp's
+   * openStore), as the app would; it is told when the horizon is moved.
+   */
+  openAppStore(config: Config, hooks?: StoreHooks): Promise<LogStore>;
   /** What the counters must be, counted from the tables themselves. */
   counted(): Promise<TableCounts>;
   /** The meta row as stored. */
@@ -103,9 +107,29 @@ const FAIL_WRITES = 'statelog_test_fail_writes';
 /** A string as an SQL literal. */
 const literal = (text: string): string => `'${text.replaceAll("'", "''")}'`;
 
+/**
+ * A store that can be closed and opened again behind the same object, so that whoever
+ * holds it (the app's services) reads afresh what a test changed in the database.
+ */
+async function reopenable(open: () => Promise<LogStore>): Promise<{ store: LogStore; reopen(): Promise<void> }> {
+  let current = await open();
+  const store = new Proxy(current, {
+    get: (_target, property) => Reflect.get(current, property),
+    set: (_target, property, value) => Reflect.set(current, property, value),
+    getPrototypeOf: () => Object.getPrototypeOf(current),
+  });
+  return {
+    store,
+    async reopen() {
+      await current.close();
+      current = await open();
+    },
+  };
+}
+
 function sqliteTestStore(path: string): TestStore {
   const stores: SqliteStore[] = [];
-  let attached: SqliteStore | undefined;
+  let attached: { store: LogStore; reopen(): Promise<void> } | undefined;
   let connection: Database.Database | undefined;
   const db = () => {
     if (!connection) {
@@ -132,9 +156,9 @@ function sqliteTestStore(path: string): TestStore {
       stores.push(store);
       return store;
     },
-    attach(store) {
-      if (!(store instanceof SqliteStore)) throw new Error('not a SQLite store');
-      attached = store;
+    async openAppStore(config, hooks) {
+      attached = await reopenable(() => openStore(config, hooks));
+      return attached.store;
     },
     async counted() {
       return db().prepare(COUNTS_SQL).get() as TableCounts;
@@ -144,8 +168,8 @@ function sqliteTestStore(path: string): TestStore {
     },
     async setHorizon(horizon) {
       db().prepare('UPDATE meta SET horizon = ? WHERE id = 1').run(horizon);
-      // The store keeps the meta row in memory.
-      attached?.[STORE_INTERNALS].reloadMeta();
+      // The store keeps the meta row in memory: it reads it again when opened.
+      await attached?.reopen();
     },
     async supersededOffsets() {
       return db().prepare(SUPERSEDED_SQL).pluck().all() as number[];
@@ -164,8 +188,8 @@ function sqliteTestStore(path: string): TestStore {
       return async () => void db().exec('ALTER TABLE state_gone RENAME TO state');
     },
     async cutOff() {
-      if (!attached) throw new Error('no store attached');
-      attached.db.close();
+      if (!(attached?.store instanceof SqliteStore)) throw new Error('no SQLite store opened for the app');
+      attached.store.db.close();
     },
     async readTransactionOpen() {
       const [row] = db().pragma('wal_checkpoint(PASSIVE)') as { log: number; checkpointed: number }[];
@@ -191,7 +215,7 @@ const FILL_BATCH = 20_000;
 async function postgresTestStore(): Promise<TestStore> {
   const database = await createTestDatabase();
   const stores: PgStore[] = [];
-  let attached: PgStore | undefined;
+  let attached: LogStore | undefined;
   let connection: Promise<pg.Client> | undefined;
   const db = () => {
     connection ??= (async () => {
@@ -265,9 +289,9 @@ async function postgresTestStore(): Promise<TestStore> {
       stores.push(store);
       return store;
     },
-    attach(store) {
-      if (!(store instanceof PgStore)) throw new Error('not a PostgreSQL store');
-      attached = store;
+    async openAppStore(config, hooks) {
+      attached = await openStore(config, hooks);
+      return attached;
     },
     async counted() {
       return (await query<TableCounts>(COUNTS_SQL))[0]!;

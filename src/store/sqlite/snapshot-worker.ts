@@ -1,7 +1,7 @@
 // The store's snapshots, read in a worker thread: each on a read-only connection of its
 // own there. Stepping SQLite through a million keys is most of a snapshot's cost; on its
 // own thread it runs beside the event loop, which meanwhile writes the spool and serves
-// it (feed/snapshot-spool.ts), instead of taking turns with it.
+// it (snapshot/snapshot-spool.ts), instead of taking turns with it.
 import { createRequire } from 'node:module';
 import type { Worker } from 'node:worker_threads';
 import { snapshotThread, snapshotThreadUrl, type SnapshotRequest, type SnapshotThreadData } from './snapshot-thread.js';

@@ -23,7 +23,6 @@ import type { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { SnapshotWorker } from './snapshot-worker.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
-import { STORE_INTERNALS } from '../internals.js';
 import { WriteRoom } from '../store-errors.js';
 import { sqliteErrorKinds } from './errors.js';
 import { DigestSum, digestHex, digestOf, type Term } from '../../contract/digest.js';
@@ -286,20 +285,11 @@ export class SqliteStore implements LogStore {
     return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset, waiter) : undefined;
   }
 
-  /** Re-reads the meta row after another connection changed it; the store otherwise trusts its in-memory copy. */
-  private reloadMeta(): void {
-    this.meta = { ...this.readMeta(), supersededSince: this.meta.supersededSince };
-    this.entries.clear();
-  }
-
   /** The meta row; a digest not yet worked out reads as null. */
   private readMeta(): Omit<Meta, 'supersededSince'> {
     const row = this.sql.meta.get() as Omit<Meta, 'supersededSince' | 'digest'> & { digest: string | null };
     return { ...row, digest: row.digest === null ? null : DigestSum.fromHex(row.digest) };
   }
-
-  /** For tests only: see test/support/store-access.ts. */
-  readonly [STORE_INTERNALS] = { reloadMeta: () => this.reloadMeta() };
 
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
     const results = this.commitGroup(requests, now);
