@@ -202,6 +202,13 @@ export class Metrics {
     help: 'Snapshots read from the store (each may serve many readers)',
     registers: [this.registry],
   });
+  /** Change reads near the head come from memory: `store` counts those behind the window. */
+  private readonly feedReads = new Counter({
+    name: 'statelog_feed_reads_total',
+    help: 'Pages of changes read for long polls and streams, from the in-memory tail window or from the store',
+    labelNames: ['from'] as const,
+    registers: [this.registry],
+  });
   private readonly snapshotsServed = new Counter({
     name: 'statelog_snapshots_served_total',
     help: 'Snapshots answered, each from a read of the store shared or its own, and 304s',
@@ -310,6 +317,11 @@ export class Metrics {
   /** A snapshot read from the store, whatever the number of its readers. */
   snapshotRead(): void {
     this.snapshotReads.inc();
+  }
+
+  /** A page of changes read for a reader: from the tail window, or from the store. */
+  feedRead(from: 'window' | 'store'): void {
+    this.feedReads.inc({ from });
   }
 
   /** A snapshot answered: from its own read, from a shared one, or not at all (304). */

@@ -11,6 +11,7 @@ import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
 import { ReadTurns } from './feed/read-turns.js';
+import { TailWindow } from './feed/tail-window.js';
 import { SharedSnapshots } from './snapshot/shared-snapshots.js';
 import { SpoolBudget } from './snapshot/spool-budget.js';
 import type { Lifecycle } from './http/lifecycle.js';
@@ -33,6 +34,8 @@ export interface Services {
   watchers: WatcherSlots;
   /** The turns that every read of the change feed takes with the rest of the event loop. */
   readTurns: ReadTurns;
+  /** The newest records in memory, for the readers at the head. */
+  tailWindow: TailWindow;
   /** Errors from the database are shown here: a corrupt database fails readiness for good. */
   faults: StoreFaults;
   /** Snapshots and snapshot=true streams, sharing reads of the store. */
@@ -162,6 +165,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
     };
 
     let closed: Promise<void> | undefined;
+    const readTurns = new ReadTurns();
     return {
       config,
       store,
@@ -170,7 +174,8 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       lifecycle,
       metrics,
       watchers: new WatcherSlots(config.maxWatchers),
-      readTurns: new ReadTurns(),
+      readTurns,
+      tailWindow: new TailWindow(store, readTurns, { onRead: (from) => metrics.feedRead(from) }),
       faults: new StoreFaults(),
       snapshots,
       compactor,

@@ -1,9 +1,11 @@
 // The pages shared by change streams at the head: a read that failed (the database out
 // of reach for a moment) must not be handed to the next reader as if it were the page.
+// (The reader here is behind the tail window, which has not read yet: the store answers.)
 import { describe, expect, it } from 'vitest';
 import type { ChangesPage, LogStore } from '../src/store/log-store.js';
 import { ReadTurns } from '../src/feed/read-turns.js';
 import { TailPages } from '../src/feed/tail-pages.js';
+import { TailWindow } from '../src/feed/tail-window.js';
 
 /** The slice of a store that TailPages reads, failing the first `failures` reads. */
 function flakyStore(failures: number): LogStore & { reads: number } {
@@ -24,14 +26,14 @@ describe('TailPages', () => {
 
   it('shares one read among readers at the same offset while the head is unchanged', async () => {
     const store = flakyStore(0);
-    const tail = new TailPages(store, new ReadTurns(), (records) => records.map((r) => r.offset).join());
+    const tail = new TailPages(store, new TailWindow(store, new ReadTurns()), (records) => records.map((r) => r.offset).join());
     const [a, b] = await Promise.all([tail.read(query), tail.read(query)]);
     expect([a.text, b.text, store.reads]).toEqual(['5', '5', 1]);
   });
 
   it('reads again after a failed read, at the same head', async () => {
     const store = flakyStore(1);
-    const tail = new TailPages(store, new ReadTurns(), (records) => records.map((r) => r.offset).join());
+    const tail = new TailPages(store, new TailWindow(store, new ReadTurns()), (records) => records.map((r) => r.offset).join());
     await expect(tail.read(query)).rejects.toThrow('ECONNREFUSED');
     expect((await tail.read(query)).text).toBe('5');
     expect(store.reads).toBe(2);

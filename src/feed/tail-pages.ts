@@ -1,10 +1,9 @@
-// The pages last read at the head of the log, shared by the streams that one commit
-// wakes: a hundred readers at the same offset cost one read of the log and one
-// rendering instead of a hundred. Still a read of the log, only memoised for as long
-// as the head is unchanged.
-import { checkReader, readFeed, type FeedPage, type FeedQuery } from './change-feed.js';
+// The pages last read at the head of the log, shared by the readers that one commit
+// wakes: a hundred readers at the same offset and filter cost one page from the tail
+// window and one rendering instead of a hundred, for as long as the head is unchanged.
+import { checkReader, type FeedPage, type FeedQuery } from './change-feed.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
-import type { ReadTurns } from './read-turns.js';
+import type { TailWindow } from './tail-window.js';
 
 /** Readers far behind are at offsets of their own: the pages kept per head are few. */
 const MAX_PAGES = 64;
@@ -22,7 +21,7 @@ export class TailPages<Rendered> {
 
   constructor(
     private readonly store: LogStore,
-    private readonly turns: ReadTurns,
+    private readonly window: TailWindow,
     private readonly render: (records: StoredRecord[]) => Rendered,
   ) {}
 
@@ -36,8 +35,11 @@ export class TailPages<Rendered> {
     return this.store.position().horizon;
   }
 
-  /** The page after `after` with `prefix`, or a 410 from checkReader, as readFeed gives it. */
-  async read(query: FeedQuery): Promise<RenderedPage<Rendered>> {
+  /**
+   * The page after `after` with `prefix`, or a 410 from checkReader, as readFeed gives it;
+   * not read from the store if the reader is `gone` by its turn.
+   */
+  async read(query: FeedQuery, gone?: () => boolean): Promise<RenderedPage<Rendered>> {
     const position = this.store.position();
     if (position.head !== this.pagesHead) {
       this.pages.clear();
@@ -52,7 +54,7 @@ export class TailPages<Rendered> {
       checkReader(query.after, position);
       return shared;
     }
-    const reading = readFeed(this.turns, this.store, query).then((page) => ({ page, text: this.render(page.records) }));
+    const reading = this.window.read(query, gone).then((page) => ({ page, text: this.render(page.records) }));
     if (this.pages.size < MAX_PAGES) {
       this.pages.set(key, reading);
       // A failed read (the database unreachable for a moment) is not kept for the next reader.

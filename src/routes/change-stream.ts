@@ -12,7 +12,7 @@ import { requestFilter } from '../http/scope.js';
 import { changeStreamSchema } from '../contract/schemas.js';
 import type { Config } from '../config.js';
 import type { ChangeNotifier } from '../feed/change-notifier.js';
-import type { ReadTurns } from '../feed/read-turns.js';
+import type { TailWindow } from '../feed/tail-window.js';
 import type { WatcherSlots } from '../feed/watcher-slots.js';
 import type { Lifecycle } from '../http/lifecycle.js';
 import type { Metrics } from '../metrics.js';
@@ -79,7 +79,7 @@ async function openSnapshot(snapshots: Pick<SharedSnapshots, 'open'>, store: Log
 export interface ChangeStreamRouteOptions {
   store: LogStore;
   notifier: ChangeNotifier;
-  readTurns: ReadTurns;
+  tailWindow: TailWindow;
   watchers: WatcherSlots;
   /** For streams that start with a snapshot. */
   snapshots: Pick<SharedSnapshots, 'open'>;
@@ -91,8 +91,8 @@ export interface ChangeStreamRouteOptions {
 }
 
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
-  const { store, notifier, readTurns, watchers, snapshots, lifecycle, metrics, faults, config } = options;
-  const tail = new TailPages(store, readTurns, recordEvents);
+  const { store, notifier, tailWindow, watchers, snapshots, lifecycle, metrics, faults, config } = options;
+  const tail = new TailPages(store, tailWindow, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const filter = requestFilter(req, req.query.prefix, req.query.key);

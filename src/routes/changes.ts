@@ -1,6 +1,6 @@
 // GET /v1/changes: a page of the log after an offset, as a long poll when `wait` is given.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkEpoch, readFeed, type FeedPage } from '../feed/change-feed.js';
+import { checkEpoch, type FeedPage } from '../feed/change-feed.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
 import { recordJson } from '../contract/render.js';
 import { TailPages } from '../feed/tail-pages.js';
@@ -11,7 +11,7 @@ import { requestFilter } from '../http/scope.js';
 import { changesSchema } from '../contract/schemas.js';
 import type { Config } from '../config.js';
 import type { ChangeNotifier } from '../feed/change-notifier.js';
-import type { ReadTurns } from '../feed/read-turns.js';
+import type { TailWindow } from '../feed/tail-window.js';
 import type { WatcherSlots } from '../feed/watcher-slots.js';
 import type { Lifecycle } from '../http/lifecycle.js';
 import { sendJsonText } from '../http/reply.js';
@@ -34,7 +34,7 @@ function pageJson(page: FeedPage, epoch: string, records = recordsJson(page.reco
 export interface ChangesRouteOptions {
   store: LogStore;
   notifier: ChangeNotifier;
-  readTurns: ReadTurns;
+  tailWindow: TailWindow;
   watchers: WatcherSlots;
   lifecycle: Lifecycle;
   metrics: Metrics;
@@ -42,10 +42,10 @@ export interface ChangesRouteOptions {
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = async (app, options) => {
-  const { store, notifier, readTurns, watchers, lifecycle, metrics, config } = options;
+  const { store, notifier, tailWindow, watchers, lifecycle, metrics, config } = options;
   const scope = cacheScope(config);
-  // Polls woken by one commit at one position and filter share one read and one rendering.
-  const tail = new TailPages(store, readTurns, recordsJson);
+  // Polls at one position and filter share one page and one rendering while the head stays.
+  const tail = new TailPages(store, tailWindow, recordsJson);
 
   app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const { after, limit, wait, epoch, cursor } = req.query;
@@ -56,8 +56,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
 
     // A client that left while its read waited for its turn is not read for.
     const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
-    let page = await readFeed(readTurns, store, query, gone);
-    let rendered: string | undefined;
+    let { page, text: rendered } = await tail.read(query, gone);
     // Waits only at the head: a filtered read that stopped at its scan bound answers at
     // once with the position it reached, and the reader continues from there.
     if (page.records.length === 0 && page.next >= page.head && wait > 0) {

@@ -1,0 +1,143 @@
+// The newest records of the log, kept in memory for the readers at or near the head (the
+// Kubernetes watch cache's idea): one unfiltered read of the store per movement of the
+// head serves every follower, whatever its filter, instead of a read per position and
+// filter. Readers behind the window read the store as before.
+import { inScope } from '../contract/key-scope.js';
+import { changesUntil, type LogStore, type StoredRecord } from '../store/log-store.js';
+import { checkReader, FEED_SCAN_RECORDS, readFeed, type FeedPage, type FeedQuery } from './change-feed.js';
+import type { ReadTurns } from './read-turns.js';
+
+export interface TailWindowLimits {
+  /** Records kept; the oldest leave first. */
+  records: number;
+  /** Characters of keys and values kept. */
+  chars: number;
+}
+
+export const TAIL_WINDOW_LIMITS: TailWindowLimits = { records: 20_000, chars: 32 * 1024 * 1024 };
+
+export interface TailWindowOptions {
+  limits?: TailWindowLimits;
+  /** Told of each read: answered from the window, or left to the store. */
+  onRead?: (from: 'window' | 'store') => void;
+}
+
+/** Records one refresh reads: a head far ahead is caught up with over several. */
+const REFRESH_RECORDS = 5000;
+
+const charsOf = (record: StoredRecord): number => record.key.length + (record.value?.length ?? 0);
+
+export class TailWindow {
+  /** Every surviving record in (start, end], ascending; empty until the first read. */
+  private records: StoredRecord[] = [];
+  private chars = 0;
+  private start = -1;
+  private end = -1;
+  private epoch = '';
+  /** The refresh under way, shared by the readers that need it. */
+  private refreshing: Promise<void> | null = null;
+  private readonly limits: TailWindowLimits;
+
+  constructor(
+    private readonly store: LogStore,
+    private readonly turns: ReadTurns,
+    private readonly options: TailWindowOptions = {},
+  ) {
+    this.limits = options.limits ?? TAIL_WINDOW_LIMITS;
+  }
+
+  /** A page as readFeed gives it: from memory when `after` is within the window. */
+  async read(query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
+    const position = this.store.position();
+    if (this.epoch !== position.epoch || this.start < 0) this.reset(position.head, position.epoch);
+    if (query.after >= this.start && this.end < position.head) await this.refresh();
+    // Behind the window, or ahead of what this node has read (another node's commit):
+    // the store answers, and checks the position against the database.
+    if (query.after < this.start || query.after > this.end) {
+      this.options.onRead?.('store');
+      return readFeed(this.turns, this.store, query, gone);
+    }
+    const now = this.store.position();
+    checkReader(query.after, now);
+    this.options.onRead?.('window');
+    return this.page(query, Math.max(now.head, this.end));
+  }
+
+  /**
+   * The page the store would give (readFeed): the same scan bound, `limit` and `maxChars`
+   * over the records of the prefix or key, then the scope's filter, so that a page's
+   * `next`, and the Link built from it, do not depend on where it was read.
+   */
+  private page(query: FeedQuery, head: number): FeedPage {
+    const { after, prefix, key, within, limit, maxChars } = query;
+    const until = Math.min(this.end, changesUntil({ after, prefix, key, limit, scan: FEED_SCAN_RECORDS }));
+    const records: StoredRecord[] = [];
+    let taken = 0;
+    let chars = 0;
+    for (let i = this.firstAfter(after); i < this.records.length; i++) {
+      const record = this.records[i]!;
+      if (record.offset > until) break;
+      if (key !== undefined ? record.key !== key : !record.key.startsWith(prefix)) continue;
+      if (!within || inScope(record.key, within)) records.push(record);
+      taken += 1;
+      chars += charsOf(record);
+      if (taken >= limit || chars >= maxChars) return { records, next: record.offset, head };
+    }
+    return { records, next: until, head };
+  }
+
+  /** The index of the first record with an offset above `after`. */
+  private firstAfter(after: number): number {
+    let low = 0;
+    let high = this.records.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (this.records[mid]!.offset <= after) low = mid + 1;
+      else high = mid;
+    }
+    return low;
+  }
+
+  private reset(head: number, epoch: string): void {
+    this.records = [];
+    this.chars = 0;
+    this.start = head;
+    this.end = head;
+    this.epoch = epoch;
+  }
+
+  private refresh(): Promise<void> {
+    this.refreshing ??= this.readNewer().finally(() => {
+      this.refreshing = null;
+    });
+    return this.refreshing;
+  }
+
+  /** Appends what was committed after the window's end, in one read of the store. */
+  private async readNewer(): Promise<void> {
+    const from = this.end;
+    const epoch = this.epoch;
+    const page = await this.turns.run(() => this.store.readChanges({ after: from, prefix: '', limit: REFRESH_RECORDS, maxChars: this.limits.chars }));
+    // Reset meanwhile (another epoch): what was read belongs to the old window.
+    if (this.end !== from || this.epoch !== epoch) return;
+    for (const record of page.records) {
+      this.records.push(record);
+      this.chars += charsOf(record);
+    }
+    const last = page.records[page.records.length - 1];
+    this.end = page.full && last ? last.offset : page.examined;
+    this.evict();
+  }
+
+  private evict(): void {
+    let drop = 0;
+    while (drop < this.records.length && (this.records.length - drop > this.limits.records || this.chars > this.limits.chars)) {
+      this.chars -= charsOf(this.records[drop]!);
+      drop += 1;
+    }
+    if (drop === 0) return;
+    // The window now starts where the last record dropped was: readers there read on from memory.
+    this.start = this.records[drop - 1]!.offset;
+    this.records = this.records.slice(drop);
+  }
+}
