@@ -47,10 +47,10 @@ async function snapshotOnce(base: string, path: string, agent: http.Agent): Prom
     const answer = await new Promise<{ status: number; tail: string }>((resolve, reject) => {
       http
         .get(`${base}${path}`, { agent }, (res) => {
-          let tail = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => (tail = (tail + chunk).slice(-300)));
-          res.on('end', () => resolve({ status: res.statusCode!, tail }));
+          // Bytes, not text: a thousand readers of a large state would decode gigabytes.
+          let tail = Buffer.alloc(0);
+          res.on('data', (chunk: Buffer) => (tail = Buffer.concat([tail, chunk]).subarray(-300)));
+          res.on('end', () => resolve({ status: res.statusCode!, tail: tail.toString('utf8') }));
           res.on('error', reject);
         })
         .on('error', reject);
@@ -66,7 +66,7 @@ async function snapshotOnce(base: string, path: string, agent: http.Agent): Prom
 }
 
 /** WORKERS snapshot readers at once against `base`; the server's cost of serving them. */
-async function herd(server: ServerProcess, base: string, path: string, workers: number) {
+export async function herd(server: ServerProcess, base: string, path: string, workers: number) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
   const cpu = server.cpuSeconds();
   const reads = await counter(server.base, 'statelog_snapshot_reads_total');
@@ -184,8 +184,8 @@ async function polls(server: ServerProcess, base: string, count: number, rate: n
   };
 }
 
-async function withServer<T>(entry: string, db: string, use: (server: ServerProcess) => Promise<T>): Promise<T> {
-  const server = await startServer({ STATELOG_DB: db, STATELOG_SYNC: 'normal', STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0' }, entry);
+export async function withServer<T>(entry: string, db: string, use: (server: ServerProcess) => Promise<T>, env: Record<string, string> = {}): Promise<T> {
+  const server = await startServer({ STATELOG_DB: db, STATELOG_SYNC: 'normal', STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0', ...env }, entry);
   try {
     return await use(server);
   } finally {

@@ -42,6 +42,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['postgres', async () => (await import('./postgres.js')).postgresFigure],
   ['tenants', async () => (await import('./tenants.js')).tenantsFigure],
   ['followers', async () => (await import('./followers.js')).followersFigure, { alone: true }],
+  ['herd-large', async () => (await import('./herd-large.js')).herdLargeFigure, { alone: true }],
 ];
 
 const NAMES = FIGURES.map(([name]) => name);
