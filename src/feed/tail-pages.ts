@@ -1,7 +1,5 @@
-// The pages last read at the head of the log, shared by the streams that one commit
-// wakes: a hundred readers at the same offset cost one read of the log and one
-// rendering instead of a hundred. Still a read of the log, only memoised for as long
-// as the head is unchanged.
+// The pages last read at the head, shared by the streams one commit wakes: a hundred readers at one
+// offset cost one read and one rendering, memoised while the head is unchanged.
 import { checkReader, readFeed, type FeedPage, type FeedQuery } from './change-feed.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
 import type { ReadTurns } from './read-turns.js';
@@ -11,7 +9,6 @@ const MAX_PAGES = 64;
 
 export interface RenderedPage<Rendered> {
   page: FeedPage;
-  /** The page's records as the stream sends them. */
   text: Rendered;
 }
 
@@ -26,17 +23,14 @@ export class TailPages<Rendered> {
     private readonly render: (records: StoredRecord[]) => Rendered,
   ) {}
 
-  /** The log's head now: a reader there has nothing to read. */
   get head(): number {
     return this.store.position().head;
   }
 
-  /** The log's horizon as this node last heard of it. */
   get horizon(): number {
     return this.store.position().horizon;
   }
 
-  /** The page after `after` with `prefix`, or a 410 from checkReader, as readFeed gives it. */
   async read(query: FeedQuery): Promise<RenderedPage<Rendered>> {
     const position = this.store.position();
     if (position.head !== this.pagesHead) {
