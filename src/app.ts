@@ -1,5 +1,4 @@
-// Builds the statelog HTTP app: a factory that opens the services and registers the
-// plugins and routes, but never listens. server.ts and the tests both use it.
+// Builds the statelog HTTP app, never listening: server.ts and the tests both use this factory.
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type FastifyTypeProviderDefault, type RouteOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
@@ -22,7 +21,6 @@ export { CORS_HEADERS } from './http/request-pipeline.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The services the app opened; app.close() closes them. */
     services: Services;
     /** The tokens in force (server.ts reloads them on SIGHUP); null with auth off. */
     authenticator: Authenticator | null;
@@ -31,46 +29,31 @@ declare module 'fastify' {
 
 export type App = FastifyInstance;
 
-/**
- * Server timeouts. Node's requestTimeout and headersTimeout only cover *receiving* a
- * request (slow senders), never the time to answer it, so long polls, SSE streams and
- * snapshots are not cut by them. The socket inactivity timeout (connectionTimeout) ends
- * a connection on which nothing moved either way for that long: it must stay above the
- * longest silence of a healthy answer (a long poll waits up to 60 s; streams send
- * progress every 15 s), and it ends streams to readers that stopped reading.
- */
+// Node's request timeouts cover receiving a request only, never answering it; nothing may move on a
+// connection for connectionTimeout, above a healthy answer's longest silence (docs/design.md, Overload).
 export const SERVER_TIMEOUTS = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
-  // Longer than the usual 60 s idle timeout of load balancers in front, so the balancer
-  // closes first and never sends on a connection the server is closing.
+  // Longer than load balancers' usual 60 s idle timeout, so that the balancer closes first.
   keepAliveTimeoutMs: 72_000,
   connectionTimeoutMs: 120_000,
-  // How often Node checks the two timeouts above (its default, 30 s, would let a slow
-  // sender hold a connection up to 30 s past them).
+  // Node's default, 30 s, would let a slow sender hold a connection up to 30 s past them.
   checkIntervalMs: 5_000,
 } as const;
 
 export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   return {
     level: config.logLevel,
-    // Wherever a request's headers end up in a log line, the token does not. Paths are
-    // listed, not matched by '*.headers': a wildcard makes every line (and every request's
-    // child logger) walk the whole object.
+    // The token never reaches a log line. Paths, not '*.headers': a wildcard walks every line's whole object.
     redact: {
       paths: ['headers.authorization', 'req.headers.authorization', 'request.headers.authorization'],
       censor: '[redacted]',
     },
-    // Pretty logs only for a person at a terminal; JSON lines everywhere else.
     ...(process.stdout.isTTY ? { transport: { target: 'pino-pretty' } } : {}),
   };
 }
 
-/**
- * Node's server options: HTTP, or HTTPS with the configured certificate (server.ts
- * replaces it on SIGHUP). A TLS connection that never finishes its handshake is given
- * as long as a slow sender's headers.
- */
+/** HTTP, or HTTPS with the certificate server.ts replaces on SIGHUP; a handshake gets as long as a sender's headers. */
 function serverOptions(config: Config) {
   const http = {
     headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
@@ -84,7 +67,7 @@ function serverOptions(config: Config) {
 }
 
 export interface BuildOptions extends ServicesOptions {
-  /** Told of every route as it is registered, with its options (the tests list them). */
+  /** Told of every route as it is registered (the tests list them). */
   onRoute?: (route: RouteOptions) => void;
 }
 

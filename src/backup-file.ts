@@ -1,8 +1,5 @@
-// A logical backup file (`statelog backup --out`): the snapshot's lines as the server
-// wrote them (each key with its expiry, if it has one), then a trailer with the count,
-// the offset, the epoch, the state digest and a SHA-256 of the lines. A restore reads it
-// whole and checks it, against itself and against the target server's limits, before it
-// writes anything.
+// A logical backup file: the snapshot's lines as the server wrote them, then a trailer with the
+// count, offset, epoch, state digest and SHA-256; a restore checks it all before writing anything.
 import { createHash, type Hash } from 'node:crypto';
 import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
@@ -14,19 +11,16 @@ import { ApiError } from './contract/errors.js';
 import { checkKey } from './contract/key-rules.js';
 import { MAX_TTL_MS } from './contract/schemas.js';
 
-/** The trailer a backup ends with. */
 export interface BackupTrailer {
   end: true;
   offset: number;
   count: number;
   epoch: string;
-  /** The server's state digest of the lines (src/contract/digest.ts). */
   digest?: string;
   /** SHA-256 of the entry lines, each with its newline, in order. */
   sha256?: string;
 }
 
-/** The SHA-256 of a backup's lines, fed one line at a time. */
 export class LinesHash {
   private readonly hash: Hash = createHash('sha256');
 
@@ -39,7 +33,6 @@ export class LinesHash {
   }
 }
 
-/** One key of a backup, ready to be written. */
 export interface BackupEntry {
   key: string;
   /** The batch item without its TTL: `{"key":...,"value":...`, the value's text as the backup holds it. */
@@ -49,7 +42,6 @@ export interface BackupEntry {
 
 export interface CheckedBackup {
   trailer: BackupTrailer;
-  /** Keys whose expiry has passed: they are not restored. */
   expired: number;
 }
 
@@ -62,13 +54,8 @@ export interface BackupLimits {
 
 export class BackupError extends Error {}
 
-/**
- * Reads a backup file and yields its keys, checking as it goes: JSON lines with key and
- * value, keys in ascending byte order (no swapped or repeated line), each key and value
- * within `limits`, a trailer whose count, digest and SHA-256 match the lines. A problem
- * throws a BackupError naming the line; the trailer's checks throw at the end, so read
- * the whole file once before writing anything.
- */
+// Yields a backup's keys, checking as it goes (JSON lines, ascending keys, `limits`, the trailer's
+// count, digest and SHA-256); the trailer throws at the end, so read it all before writing.
 export async function* readBackup(file: string, limits: BackupLimits): AsyncGenerator<BackupEntry, BackupTrailer> {
   const input = createReadStream(file, 'utf8');
   const failed = new Promise<never>((_, reject) => input.once('error', (err) => reject(new BackupError(`cannot read ${file}: ${err.message.replace(/^E[A-Z]+: /, '')}`))));
@@ -138,7 +125,6 @@ function batchItem(line: string, key: string, value: unknown): string {
   return whole.slice(0, -1);
 }
 
-/** The batch item that writes `entry` at `now`, or null when its expiry has passed. */
 export function restoreItem(entry: BackupEntry, now: number): string | null {
   if (entry.expiresAt === null) return `${entry.item}}`;
   if (isExpired(entry.expiresAt, now)) return null;
@@ -148,23 +134,16 @@ export function restoreItem(entry: BackupEntry, now: number): string | null {
 /** Items per batch, and bytes of JSON per batch when the server does not say its limit. */
 const RESTORE_BATCH_ITEMS = 500;
 const RESTORE_BATCH_BYTES = 512 * 1024;
-/** Room in a batch body for what surrounds the items. */
 const BATCH_ENVELOPE_BYTES = 64;
 
 export interface LoadResult {
   written: number;
-  /** Keys of the file past their expiry, left out. */
   expired: number;
-  /** Keys the server had that the file has not, deleted (with `replace`). */
   removed: number;
   offset: number;
 }
 
-/**
- * Writes a checked backup's keys (file null: none) into the server in batches; with
- * `replace`, then deletes the keys it had that the file has not, so that it holds
- * exactly the file's.
- */
+/** Writes a checked backup's keys in batches; with `replace`, then deletes the keys the file has not. */
 export async function loadBackup(
   api: StatelogClient,
   file: string | null,

@@ -17,9 +17,7 @@ export interface Config {
   dbPath: string;
   /** PostgreSQL connection URL; set whenever `store` is postgres, null otherwise. */
   databaseUrl: string | null;
-  /** Connections each node keeps for reads and writes (snapshots have their own). */
   pgPoolSize: number;
-  /** How long a node waits for the database to answer one statement before answering 503 (0 = for ever). */
   pgQueryTimeoutMs: number;
   sync: SyncMode;
   compactIntervalMs: number;
@@ -32,32 +30,20 @@ export interface Config {
   idempotencyTtlMs: number;
   maxValueBytes: number;
   maxSnapshots: number;
-  /**
-   * A snapshot or stream whose reader takes nothing for this long is cut: its slot, and
-   * anything it holds, is freed.
-   */
+  /** A snapshot or stream whose reader takes nothing for this long is cut, freeing what it holds. */
   stalledReaderMs: number;
   /** Where snapshots are spooled; null: beside the SQLite file, or the system's temporary folder. */
   spoolDir: string | null;
-  /** Bytes all snapshot spools may take on disk together. */
   spoolMaxBytes: number;
-  /**
-   * Seconds a finished snapshot goes on serving requests that accept its offset
-   * (`minOffset`), and that caches may keep it: the max-age of those answers.
-   */
+  /** Seconds a finished snapshot serves requests that accept its offset (`minOffset`), and their max-age. */
   snapshotMaxAgeSeconds: number;
-  /** SQLite: PRAGMA quick_check at start-up for files up to this size (0: never). */
   startupCheckMaxBytes: number;
-  /** Long polls that wait and change streams open at once; beyond it 429. */
   maxWatchers: number;
   /** token → role (STATELOG_TOKENS); null when not set. */
   tokens: Map<string, Role> | null;
-  /** STATELOG_TOKENS_FILE: its path and its entries as read at start-up; null when not set. */
   tokensFile: { path: string; entries: FileEntry[] } | null;
   logLevel: string;
-  /** Overload: answer 503 while the mean event-loop delay exceeds this (0 = never). */
   maxEventLoopDelayMs: number;
-  /** Overload: how often the event-loop delay is measured. */
   loadSampleIntervalMs: number;
   /** HTTPS: the PEM certificate chain and private key, as read at start-up; null serves HTTP. */
   tls: TlsFiles | null;
@@ -75,7 +61,6 @@ export interface TlsFiles {
   clientCa: Buffer | null;
 }
 
-/** A setting that cannot be used; the message names the variable. */
 export class ConfigError extends Error {
   constructor(
     readonly variable: string,
@@ -152,10 +137,7 @@ function tokensFile(env: Env): Config['tokensFile'] {
   }
 }
 
-/**
- * DATABASE_URL: required for PostgreSQL, a postgres:// or postgresql:// URL. The value is
- * never echoed, as it may hold a password.
- */
+/** DATABASE_URL, required for PostgreSQL; never echoed, as it may hold a password. */
 function databaseUrl(env: Env, store: StoreKind): string | null {
   const text = raw(env, 'DATABASE_URL');
   if (store !== 'postgres') return null;
@@ -181,11 +163,7 @@ function readPem(variable: string, path: string): Buffer {
   }
 }
 
-/**
- * Reads and checks a certificate and key: both files readable, PEM, and the key the
- * certificate's. At start-up and again on SIGHUP (server.ts), so a bad pair is refused
- * with one line naming the variable, never served.
- */
+/** A certificate and its key, checked at start-up and on SIGHUP: a bad pair is refused with one line, never served. */
 export function readTlsFiles(certPath: string, keyPath: string, clientCaPath: string | null = null): TlsFiles {
   const cert = readPem('STATELOG_TLS_CERT', certPath);
   const key = readPem('STATELOG_TLS_KEY', keyPath);
@@ -215,11 +193,7 @@ export function readTlsFiles(certPath: string, keyPath: string, clientCaPath: st
   return { certPath, keyPath, cert, key, clientCaPath, clientCa };
 }
 
-/**
- * Why a certificate would be refused by clients now (expired, not yet valid) with its
- * dates, or null. Such a certificate is still served: serving beats not serving, and a
- * renewed one is taken on SIGHUP.
- */
+/** Why clients would refuse a certificate now (expired, not yet valid), or null; it is served all the same. */
 export function certificateProblem(cert: Buffer, now = new Date()): { problem: string; validFrom: string; validTo: string } | null {
   const x509 = new X509Certificate(cert);
   const validFrom = new Date(x509.validFrom);

@@ -1,7 +1,5 @@
-// Prometheus metrics for /metrics. Each app has its own registry (never prom-client's
-// global one), so several apps can live in one process, as they do in the tests.
-// The store's and the compactor's figures are read when scraped, not pushed, so they
-// are never stale and cost nothing between scrapes.
+// Prometheus metrics for /metrics. A registry per app (never prom-client's global one), so
+// that apps share a process; the store's figures are read when scraped, so never stale.
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { dirtyRatio, type LogStore, type StoreCounters } from './store/log-store.js';
@@ -10,17 +8,13 @@ import { storeErrorKind } from './store/store-errors.js';
 /** The route label of a request that matched no route: raw URLs would explode the label set. */
 export const UNMATCHED_ROUTE = 'unmatched';
 
-/** Long-lived answers, counted while open. */
 export type StreamKind = 'sse' | 'long_poll' | 'snapshot';
 const REQUEST_LABELS = ['method', 'route', 'status'] as const;
 type RequestLabel = (typeof REQUEST_LABELS)[number];
 
 const STREAM_KINDS: readonly StreamKind[] = ['sse', 'long_poll', 'snapshot'];
 
-/**
- * prom-client defaults left out: gauges named like counters, which `promtool check
- * metrics` refuses; their labelled siblings (nodejs_active_handles{type} and the like) stay.
- */
+/** prom-client defaults that `promtool check metrics` refuses (gauges named like counters); their labelled siblings stay. */
 const DROPPED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 /** This package's version, from the package.json one folder above this file (src/ or dist/). */
@@ -36,14 +30,10 @@ function packageVersion(): string {
 export interface CompactionStats {
   runs: number;
   failures: number;
-  /** Records removed, delete markers included. */
   removed: number;
   tombstonesRemoved: number;
-  /** Duration of the last finished run (0 before the first). */
   lastDurationMs: number;
-  /** Sum of the durations of all finished runs. */
   totalDurationMs: number;
-  /** When the last successful run finished (ms since the epoch), null before the first. */
   lastSuccessMs: number | null;
 }
 
@@ -57,7 +47,6 @@ const NO_COMPACTION: CompactionStats = {
   lastSuccessMs: null,
 };
 
-/** A counter whose total is kept elsewhere and copied in at scrape time. */
 class MirroredCounter {
   private readonly counter: Counter;
 
@@ -75,7 +64,7 @@ class MirroredCounter {
 interface RequestSeries {
   labels: Record<RequestLabel, string>;
   count: number;
-  /** Timed requests in each bucket (not cumulative); the last counts those above every bound. */
+  /** Not cumulative; the last counts those above every bound. */
   buckets: number[];
   timed: number;
   sumSeconds: number;
@@ -83,12 +72,8 @@ interface RequestSeries {
 
 const REQUEST_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
-/**
- * The request-duration histogram, read at scrape time from the series that observeRequest
- * counts as plain numbers: a prom-client Histogram's observe() checks and hashes its
- * labels again on every request. It renders as prom-client renders a Histogram (the
- * registry formats both alike): cumulative buckets, +Inf, sum and count by series.
- */
+// The request-duration histogram, read at scrape time from plain numbers (a prom-client Histogram
+// hashes its labels on every observe()), rendered as prom-client renders a Histogram.
 class RequestDurations {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
@@ -124,11 +109,8 @@ class RequestDurations {
 
 export class Metrics {
   readonly registry = new Registry();
-  /**
-   * The log's gauges, read from the database at each scrape, apart: while the database
-   * cannot be read they are left out of the scrape (neither stale nor zero), and the
-   * rest, which an operator needs most during an outage, is still served.
-   */
+  // Apart, so that while the database cannot be read its gauges are left out (neither stale
+  // nor zero) and the rest, which an operator needs most during an outage, is still served.
   private readonly logRegistry = new Registry();
   private compaction: () => CompactionStats = () => NO_COMPACTION;
 
@@ -137,8 +119,7 @@ export class Metrics {
     help: 'HTTP requests answered, by method, route pattern and status',
     labelNames: REQUEST_LABELS,
     registers: [this.registry],
-    // Counted as a plain number on every request and copied in at each scrape: a
-    // prom-client inc() re-checks and re-hashes its labels every time.
+    // Counted as a plain number and copied in at each scrape: prom-client's inc() re-hashes its labels.
     collect: () => {
       this.requests.reset();
       for (const series of this.requestSeries.values()) this.requests.inc(series.labels, series.count);
@@ -150,7 +131,7 @@ export class Metrics {
     'Time to answer HTTP requests, by method, route pattern and status; streams, long polls that waited and snapshots are in statelog_stream_duration_seconds instead',
     () => this.requestSeries.values(),
   );
-  /** How long answers stay open by design: kept apart so they do not read as slow requests. */
+  /** Kept apart from the requests' histogram: answers that stay open by design are not slow requests. */
   private readonly streamDurations = new Histogram({
     name: 'statelog_stream_duration_seconds',
     help: 'How long SSE streams, long polls that waited, and snapshots stayed open, by kind',
@@ -159,13 +140,8 @@ export class Metrics {
     buckets: [0.1, 1, 10, 30, 60, 300, 1800, 3600, 4 * 3600, 24 * 3600],
     registers: [this.registry],
   });
-  /** Requests answered by a stream, long poll or snapshot: counted, but not timed as requests. */
   private readonly streamed = new WeakSet<object>();
-  /**
-   * The requests and their durations for each method, route and status seen. Bounded:
-   * routes are patterns and methods and statuses few (fastify refuses unknown methods
-   * before routing).
-   */
+  /** Bounded: routes are patterns, methods and statuses few (fastify refuses unknown methods before routing). */
   private readonly requestSeries = new Map<string, RequestSeries>();
   /** Requests by token entry name: bounded by the names the token files ever held. */
   private readonly tokenRequests = new Map<string, number>();
@@ -281,10 +257,7 @@ export class Metrics {
     return this.registry.contentType;
   }
 
-  /**
-   * `route` is the matched pattern (routeOptions.url), undefined when nothing matched.
-   * `request` (the raw request) is the one given to openStream, if any.
-   */
+  /** `route` is the matched pattern, undefined when nothing matched; `request` is the one given to openStream. */
   observeRequest(method: string, route: string | undefined, status: number, elapsedMs: number, request?: object, token?: string): void {
     if (token !== undefined) this.tokenRequests.set(token, (this.tokenRequests.get(token) ?? 0) + 1);
     const id = `${method} ${route ?? UNMATCHED_ROUTE} ${status}`;
@@ -304,17 +277,14 @@ export class Metrics {
     series.sumSeconds += seconds;
   }
 
-  /** A SIGHUP reload that was refused (server.ts). */
   reloadFailed(): void {
     this.reloadFailures.inc();
   }
 
-  /** Fed from the write batcher's onCommit. */
   recordsWritten(count: number): void {
     this.written.inc(count);
   }
 
-  /** A snapshot read from the store, whatever the number of its readers. */
   snapshotRead(): void {
     this.snapshotReads.inc();
   }
@@ -329,17 +299,11 @@ export class Metrics {
     this.snapshotsServed.inc({ from });
   }
 
-  /** Fed from the write batcher's onDurable. */
   groupCommitted(elapsedMs: number): void {
     this.groupCommits.observe(elapsedMs / 1000);
   }
 
-  /**
-   * Counts a stream, long poll or snapshot as open; call the returned function when it
-   * ends, however it ends. Calling it again does nothing, so every exit path may call it.
-   * Its time goes to the stream histogram, and its request (the raw one) is left out of
-   * the request-duration histogram.
-   */
+  /** Counts an answer as open (not timed as a request); the returned function ends it, once, however it ends. */
   openStream(kind: StreamKind, request?: object): () => void {
     this.streams.inc({ kind });
     if (request) this.streamed.add(request);
@@ -353,12 +317,10 @@ export class Metrics {
     };
   }
 
-  /** Where the compaction figures come from (the compactor's running totals). */
   watchCompaction(source: () => CompactionStats): void {
     this.compaction = source;
   }
 
-  /** The exposition text, with the store's and compactor's figures read now. */
   async exposition(): Promise<string> {
     let counters: StoreCounters | null = null;
     try {

@@ -1,7 +1,5 @@
-// SIGHUP: what can change without a restart is read again (the token file, the TLS
-// certificate and key, the client CA) and put in force, with a log line for each part.
-// A part that cannot be used is refused alone, logged at error and counted
-// (statelog_reload_failures_total), and the one in force stays. It never stops the server.
+// SIGHUP: the token file and the TLS certificate, key and client CA are read again; a part that cannot be
+// used is refused alone, logged and counted, and the one in force stays.
 import type { Server as TlsServer } from 'node:tls';
 import type { App } from './app.js';
 import { certificateProblem, readTlsFiles, type Config } from './config.js';
@@ -15,7 +13,6 @@ export function checkCertificateDates(app: App, cert: Buffer, path: string): voi
   if (found) app.log.warn({ cert: path, validFrom: found.validFrom, validTo: found.validTo }, found.problem);
 }
 
-/** Reloads what the settings name; returns the parts put in force. */
 export function reload(app: App, config: Config): string[] {
   const reloaded: string[] = [];
   const refused = (message: string, err: unknown): void => {

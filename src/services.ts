@@ -1,7 +1,5 @@
-// The services behind the routes, built, started and closed here: the store, group
-// commit, the notifier, the snapshots' slots and spool, the compactor, the expirer and
-// the metrics. Routes are given what they use explicitly, so nothing depends on
-// registration order or decorators.
+// The services behind the routes, opened, started and closed here; routes are given what they use
+// explicitly, so nothing depends on registration order or decorators.
 import { setMaxListeners } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,30 +26,22 @@ export interface Services {
   batcher: WriteBatcher;
   notifier: ChangeNotifier;
   lifecycle: Lifecycle;
-  /** Streams, long polls and snapshots report themselves here (metrics.openStream). */
   metrics: Metrics;
-  /** The cap on long polls and change streams open at once. */
   watchers: WatcherSlots;
-  /** The turns that every read of the change feed takes with the rest of the event loop. */
   readTurns: ReadTurns;
   /** The newest records in memory, for the readers at the head. */
   tailWindow: TailWindow;
   /** Errors from the database are shown here: a corrupt database fails readiness for good. */
   faults: StoreFaults;
-  /** Snapshots and snapshot=true streams, sharing reads of the store. */
   snapshots: SharedSnapshots;
   compactor: Compactor;
-  /** Deletes keys past their TTL. */
   expirer: Expirer;
   /** Starts the work of the process's own: the compactor, the expirer and the purge of expired idempotency answers. */
   start(): void;
-  /** Starts shutdown: `closing` is set and `shutdown` aborted (idempotent). */
   beginShutdown(): void;
-  /** Stops what start() started, finishes the writes in flight and closes the store. */
   close(): Promise<void>;
 }
 
-/** The log the services write to (a pino logger, as fastify's). */
 export interface ServicesLog {
   error(fields: object, message: string): void;
   warn(fields: object, message: string): void;
@@ -59,7 +49,6 @@ export interface ServicesLog {
   child(bindings: Record<string, unknown>): CompactorLog;
 }
 
-/** A start-up step that failed; `message` names the step, `cause` says why. */
 export class StartupError extends Error {
   constructor(step: string, cause: unknown) {
     super(`${step}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
@@ -68,10 +57,7 @@ export class StartupError extends Error {
 }
 
 export interface ServicesOptions {
-  /**
-   * A failed fsync: nothing more can be promised durable (the kernel may have dropped
-   * the pages), so the process must stop; by default the app stops serving writes.
-   */
+  /** A failed fsync: nothing more can be promised durable, so the process must stop (by default: no more writes served). */
   onFatal?: (err: Error) => void;
   /** Opens the store; by default the one the configuration names (store/open-store.ts). */
   openStore?: typeof openStore;

@@ -1,6 +1,5 @@
-// The token file (STATELOG_TOKENS_FILE): named entries, each a SHA-256 digest of a
-// secret, a role and optionally key prefixes. It holds no secret. Read and checked at
-// start-up and again on SIGHUP; a file with any fault is refused whole.
+// The token file (STATELOG_TOKENS_FILE): named entries of a secret's SHA-256, a role and optional key
+// prefixes; no secret. Checked at start-up and on SIGHUP, refused whole on any fault.
 import { readFileSync } from 'node:fs';
 import { normalizePrefixes } from './contract/key-scope.js';
 import { MAX_KEY_BYTES } from './contract/key-rules.js';
@@ -8,7 +7,6 @@ import { MAX_KEY_BYTES } from './contract/key-rules.js';
 export type Role = 'read' | 'write' | 'admin';
 export const ROLES: readonly Role[] = ['read', 'write', 'admin'];
 
-/** A token's identity: what it may do, and to which keys. */
 export interface TokenEntry {
   /** Named in the access log and in metrics; idempotency keys are remembered per name. */
   name: string;
@@ -17,12 +15,10 @@ export interface TokenEntry {
   prefixes: readonly string[] | null;
 }
 
-/** A file entry: the entry and the hex SHA-256 of its secret, lowercase. */
 export interface FileEntry extends TokenEntry {
   sha256: string;
 }
 
-/** A token file that cannot be used; the message names the entry and the problem. */
 export class TokenFileError extends Error {
   constructor(message: string) {
     super(message);
@@ -30,10 +26,7 @@ export class TokenFileError extends Error {
   }
 }
 
-/**
- * Names fit a certificate's CN, a metric label and a log field; no space, so that a name
- * and an idempotency key (visible ASCII) joined by one never collide.
- */
+/** Names fit a CN, a metric label and a log field; no space, so that "<name> <idempotency key>" never collides. */
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 const SHA256 = /^[0-9a-fA-F]{64}$/;
 const MEMBERS = new Set(['name', 'sha256', 'role', 'prefixes']);
@@ -96,7 +89,6 @@ export function parseTokenFile(text: string): FileEntry[] {
   return entries;
 }
 
-/** Reads and checks the file at `path`; the error's message names the file. */
 export function readTokenFile(path: string): FileEntry[] {
   let text: string;
   try {

@@ -54,10 +54,7 @@ export function addRestoreCommand(program: Command, cli: Cli): void {
     });
 }
 
-/**
- * After a restore failed midway: makes the server hold again the keys it held before
- * (`before`, or none), and returns the error to report, saying whether that worked.
- */
+/** After a restore failed midway: puts back the keys the server held (`before`, or none); the error to report says if that worked. */
 async function putBack(api: StatelogClient, before: string | null, limits: BackupLimits, cause: unknown): Promise<Error> {
   const reason = cause instanceof Error ? cause.message : String(cause);
   const code = cause instanceof StatelogError && !cause.isConnectionError ? `${cause.code}: ` : '';

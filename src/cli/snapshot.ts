@@ -1,16 +1,10 @@
-// `statelog snapshot`: a consistent snapshot as NDJSON with its trailer; backup and
-// restore write theirs the same way.
+// `statelog snapshot`: a consistent snapshot as NDJSON with its trailer, as backup and restore write it.
 import { existsSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import type { Command } from 'commander';
 import { LinesHash } from '../backup-file.js';
 import { closeOut, openOut, progressBar, writeLine, type Cli } from './common.js';
 
-/**
- * Writes a snapshot (its entries as the server wrote them, then the trailer with the
- * epoch, the server's digest and a SHA-256 of the lines) to FILE, or stdout. A file is
- * written beside and renamed into place once the trailer checked out, so a cut
- * snapshot never passes for a whole one.
- */
+/** Writes a snapshot to FILE (or stdout), renamed into place once its trailer checked out: a cut one never passes for whole. */
 export async function writeSnapshot(cli: Cli, prefix: string, file: string | undefined, label: string): Promise<{ count: number; offset: number; epoch: string }> {
   const api = cli.client();
   const partial = file && `${file}.partial`;

@@ -1,14 +1,11 @@
-// The compaction job: a timer that starts a run when the counters say it is due, runs on
-// demand (POST /v1/admin/compact), and drives each run step by step, yielding to the
-// event loop between steps so that writes keep flowing. A failed run is logged,
-// counted and retried at the next period; it never takes the server down.
+// The compaction job: a timer that starts a run when the counters say it is due, or a run on
+// demand, driven step by step with the event loop between; a failed run is retried next period.
 import type { Config } from '../config.js';
 import type { CompactionBacklog, CompactionBudget, CompactionPass, LogStore } from '../store/log-store.js';
 
 export type CompactionTrigger = 'dirty_ratio' | 'max_lag' | 'admin';
 
 export interface CompactionSettings {
-  /** Period of the timer; 0 = no timer. */
   intervalMs: number;
   minDirtyRatio: number;
   minLagMs: number;
@@ -29,7 +26,6 @@ export function compactionSettings(config: Config): CompactionSettings {
 /** What a completed run did; `lastCompaction` in GET /v1/stats. */
 export interface CompactionSummary {
   trigger: CompactionTrigger;
-  /** Epoch milliseconds, from the compactor's clock. */
   startedAt: number;
   durationMs: number;
   removed: number;
@@ -40,7 +36,6 @@ export interface CompactionSummary {
   bytesAfter: number;
 }
 
-/** The slice of a pino logger the compactor writes to. */
 export interface CompactorLog {
   info(fields: object, message: string): void;
   error(fields: object, message: string): void;
@@ -49,10 +44,8 @@ export interface CompactorLog {
 export interface CompactorOptions extends CompactionSettings {
   store: LogStore;
   log: CompactorLog;
-  /** Epoch milliseconds; ages and cutoffs are measured with it. */
   now?: () => number;
   budget?: CompactionBudget;
-  /** Aborting it stops the compactor, as stop() does. */
   signal?: AbortSignal;
 }
 
@@ -64,19 +57,12 @@ export class CompactionStopped extends Error {
   }
 }
 
-/**
- * A step is one short blocking transaction on the writer's connection: a write that
- * arrives during it waits for the rest of it, so its length adds to the writes' tail
- * latency. Shorter steps cost the run more commits.
- */
+// A step is one blocking transaction on the writer's connection: a write arriving meanwhile waits
+// for it, so its length adds to the writes' tail latency; shorter steps cost the run more commits.
 export const DEFAULT_BUDGET: CompactionBudget = { maxRows: 20_000, maxMs: 1 };
 
-/**
- * Why a timed run is due, or null. A superseded record can only go once the record that
- * superseded it is older than the minimum lag, so until then a run would remove nothing.
- * The maximum lag counts from when a record was superseded, as Kafka's
- * max.compaction.lag.ms counts from when a record entered the dirty part of the log.
- */
+// Why a timed run is due, or null: until the superseding record is older than the minimum lag a run
+// removes nothing; the maximum lag counts from the superseding, as Kafka's max.compaction.lag.ms.
 export function compactionDue(backlog: CompactionBacklog, settings: CompactionSettings, now: number): CompactionTrigger | null {
   const since = backlog.supersededSince;
   if (backlog.superseded <= 0 || since === null || now - since < settings.minLagMs) return null;
@@ -85,11 +71,7 @@ export function compactionDue(backlog: CompactionBacklog, settings: CompactionSe
   return null;
 }
 
-/**
- * Lets every callback that is ready run before the next step: the group commit is
- * scheduled with setImmediate while requests are read, so after two hops through the
- * check phase the writes that arrived during a step have been committed.
- */
+/** Two hops through the check phase: the group commit scheduled with setImmediate runs before the next step. */
 function yieldToWriters(): Promise<void> {
   return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }
@@ -118,15 +100,12 @@ export class Compactor {
     signal?.addEventListener('abort', () => void this.stop(), { once: true });
   }
 
-  /** Completed runs since start. */
   get runs(): number {
     return this.totals.runs;
   }
-  /** Runs that failed (each logged with its cause). */
   get failures(): number {
     return this.totals.failures;
   }
-  /** Records removed by all runs, delete markers included. */
   get removed(): number {
     return this.totals.removed;
   }
@@ -144,7 +123,6 @@ export class Compactor {
     return this.current !== null;
   }
 
-  /** Starts the timer (unless the interval is 0). */
   start(): void {
     if (this.settings.intervalMs === 0 || this.stopped || this.timer) return;
     this.timer = setTimeout(() => {
@@ -155,7 +133,7 @@ export class Compactor {
     }, this.settings.intervalMs).unref();
   }
 
-  /** What the timer does each period: a run if one is due. Never throws. */
+  /** A run if one is due; never throws. */
   async tick(): Promise<CompactionSummary | null> {
     if (this.current || this.stopped) return null;
     let trigger: CompactionTrigger | null;
@@ -183,7 +161,6 @@ export class Compactor {
     return this.current;
   }
 
-  /** Stops the timer; resolves once a run in progress has ended at a step boundary. */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);

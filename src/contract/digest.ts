@@ -1,8 +1,5 @@
-// The state digest: an order-free hash of the live state that a client can reproduce.
-// digest = the sum mod 2^64 of term(key, offset) over the live keys, where term is the
-// first 8 bytes, as a big-endian unsigned integer, of SHA-256 of "<offset>:<key>" in
-// UTF-8. The offset names the value, so the value's text need not be hashed; a sum can
-// be updated by each write (+ the new record's term, - the superseded one's).
+// The state digest: an order-free hash of the live state that a client can reproduce, updated by each
+// write (+ the new record's term, - the superseded one's); docs/ttl-and-digest.md defines it.
 import { hash } from 'node:crypto';
 
 /** A term as its two 32-bit halves, so the write path adds terms without BigInt. */
@@ -21,10 +18,8 @@ export function termOf(key: string, offset: number): Term {
   return { hi: bytes.readUInt32BE(0), lo: bytes.readUInt32BE(4) };
 }
 
-// SHA-256 (FIPS 180-4) of a text that fits one 64-byte block, in JavaScript: a call into
-// node:crypto costs several times the hash of so short a text. The constants are the
-// fractional parts of the square and cube roots of the first primes, as the standard
-// defines them.
+// SHA-256 (FIPS 180-4) of one 64-byte block in JavaScript: node:crypto costs several times the hash of so
+// short a text. The constants are the standard's.
 const PRIMES: number[] = [];
 for (let n = 2; PRIMES.length < 64; n++) if (PRIMES.every((p) => n % p !== 0)) PRIMES.push(n);
 const fraction32 = (x: number) => Math.floor((x - Math.floor(x)) * TWO_32) | 0;
@@ -86,17 +81,13 @@ export function digestHex(digest: bigint): string {
   return BigInt.asUintN(64, digest).toString(16).padStart(16, '0');
 }
 
-/** The digest of a set of live keys, each with its record's offset. */
 export function digestOf(entries: Iterable<{ key: string; offset: number }>): bigint {
   let sum = 0n;
   for (const entry of entries) sum += digestTerm(entry.key, entry.offset);
   return BigInt.asUintN(64, sum);
 }
 
-/**
- * A digest mod 2^64 in two 32-bit halves, changed in place term by term: each step
- * carries or borrows at once, so both halves stay exact doubles.
- */
+/** A digest mod 2^64 in two 32-bit halves, changed in place: each step carries or borrows, so both stay exact doubles. */
 export class DigestSum {
   constructor(
     private hi = 0,

@@ -49,10 +49,7 @@ export class ApiError extends Error {
   }
 }
 
-/**
- * 503 for a database that cannot be used now. A node makes new connections on demand
- * and listens again within a second of the database coming back, so a second is the wait.
- */
+/** 503 for a database that cannot be used now: a node reconnects within a second of it coming back. */
 export function databaseUnavailable(message = 'the database is unavailable; retry later', details: ErrorDetails = {}): ApiError {
   return new ApiError('unavailable', message, details, { 'retry-after': '1' });
 }

@@ -31,11 +31,7 @@ export function checkPrefix(prefix: string): string {
   return check(prefix, 'prefix', 'invalid_request');
 }
 
-/**
- * What a reader of changes watches: every key with `prefix`, or exactly `key`. The two
- * are exclusive: a key already names one key, and a prefix beside it could only narrow
- * that to nothing.
- */
+/** What a reader of changes watches: keys with `prefix`, or exactly `key`; not both (a prefix could only narrow a key). */
 export function checkWatchFilter(prefix: string, key: string | undefined): { prefix: string; key?: string } {
   if (key === undefined) return { prefix: checkPrefix(prefix) };
   if (prefix !== '') throw new ApiError('invalid_request', 'give "key" or "prefix", not both');

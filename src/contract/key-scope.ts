@@ -1,6 +1,5 @@
-// What a token with key prefixes may see and touch: the keys that start with one of
-// them, as if no other key existed. Every route asks these functions (through
-// http/scope.ts), so the rule lives here once.
+// What a token with key prefixes may see and touch: its keys, as if no other existed; every route asks
+// here (through http/scope.ts), so the rule lives once.
 import { ApiError } from './errors.js';
 import { checkWatchFilter } from './key-rules.js';
 
@@ -9,10 +8,7 @@ export function compareBytes(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
-/**
- * Prefixes in byte order, without repeats and without one that another covers
- * ("a/" covers "a/b/"): the key ranges they name are then apart and in order.
- */
+/** Prefixes in byte order, without repeats or one that another covers: their key ranges are apart and in order. */
 export function normalizePrefixes(prefixes: readonly string[]): string[] {
   const sorted = [...new Set(prefixes)].sort(compareBytes);
   const kept: string[] = [];
@@ -28,10 +24,7 @@ export function inScope(key: string, prefixes: readonly string[]): boolean {
   return false;
 }
 
-/**
- * What a read shows: keys with `prefix`, or exactly `key`; with `within`, only those of
- * them that start with one of its prefixes (each of which starts with `prefix`).
- */
+/** What a read shows: keys with `prefix`, or exactly `key`; with `within`, only those with one of its prefixes. */
 export interface ReadFilter {
   prefix: string;
   key?: string;
@@ -51,11 +44,7 @@ function commonStart(texts: readonly string[]): string {
   return first.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end);
 }
 
-/**
- * The filter of a read asking for `prefix` (or `key`) by a token limited to `scope`
- * (null: every key). Narrower than the scope: as asked. Wider: the scope's prefixes
- * within it. Apart from it: 403.
- */
+/** A read's filter for a token limited to `scope` (null: all): narrower than the scope as asked, wider cut to it, apart 403. */
 export function readFilter(scope: readonly string[] | null, prefix: string, key?: string): ReadFilter {
   const asked = checkWatchFilter(prefix, key);
   if (scope === null) return asked;

@@ -1,13 +1,10 @@
-// The data model that the API, the write path and the stores share: the entries and
-// records a store keeps (values as JSON text), the write ops, and what a write's outcome
-// is. The store returns outcomes; routes render them (render.ts).
+// The data model shared by the API, the write path and the stores: values as JSON text; the store
+// returns outcomes and routes render them (render.ts).
 
 export type Op = 'set' | 'delete';
 
-/** A live key as read from the current state. */
 export interface StoredEntry {
   key: string;
-  /** JSON text of the value. */
   value: string;
   offset: number;
   ts: number;
@@ -15,7 +12,6 @@ export interface StoredEntry {
   expiresAt?: number | null;
 }
 
-/** One record of the log. */
 export interface StoredRecord {
   offset: number;
   key: string;
@@ -39,17 +35,13 @@ export interface Condition {
 export type WriteOp =
   /** `ttlMs`: the value expires that long after the commit (MAX_TTL_MS at most). */
   | ({ op: 'set'; key: string; value: string; ttlMs?: number } & Condition)
-  /**
-   * `expiry`: the expirer's delete of a value past its expiry; with `ifOffset` it holds
-   * when that record is still the key's, expired or not (anyone else sees it as absent).
-   */
+  /** The expirer's delete: with `ifOffset` it holds while that record is the key's, expired or not. */
   | ({ op: 'delete'; key: string; expiry?: boolean } & Condition)
   | ({ op: 'incr'; key: string; by: number } & Condition);
 
 export interface AppliedOp {
   key: string;
   offset: number;
-  /** The new number, for incr only. */
   value?: number;
 }
 

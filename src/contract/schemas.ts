@@ -1,5 +1,4 @@
-// Every request and response schema, in one place. openapi.yaml describes the same
-// shapes; test/openapi.test.ts checks real answers against it.
+// Every request and response schema; openapi.yaml describes the same shapes (test/openapi.test.ts).
 import Type from 'typebox';
 
 export const MAX_BATCH_ITEMS = 1000;
@@ -84,10 +83,7 @@ export const HistoryQuery = Type.Object(
 
 // --- batches ---
 
-/**
- * One batch item. The kinds (set, delete, incr) are told apart in the handler, which
- * gives a clearer error with the item's index than a JSON Schema oneOf would.
- */
+/** One batch item; the kinds are told apart in the handler, which words a clearer error than a oneOf. */
 export const BatchItem = Type.Object(
   {
     key: Type.String(),

@@ -1,6 +1,5 @@
-// Reading changes as a reader at offset `after` sees them: one page of the log with the
-// `next` offset to continue from, or a 410 when the reader must start over. Shared by
-// the long poll and the event stream, which must agree exactly.
+// Changes as a reader at `after` sees them: a page and the `next` offset, or a 410 to start over;
+// the long poll and the event stream share it, as they must agree exactly.
 import { ApiError } from '../contract/errors.js';
 import { inScope } from '../contract/key-scope.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
@@ -8,26 +7,16 @@ import type { ReadTurns } from './read-turns.js';
 
 export interface FeedPage {
   records: StoredRecord[];
-  /**
-   * Where the reader continues: the last record's offset when the page is full, else the
-   * last offset examined: the head, or below it when a filtered read reached its scan bound.
-   */
+  /** Where the reader continues: a full page's last offset, else the last offset examined. */
   next: number;
   head: number;
 }
 
-/**
- * The most log offsets one filtered read examines (a `prefix` or `key` that matches
- * little would otherwise read the whole log per request). Small enough that a read
- * holds the event loop only briefly on SQLite, large enough that a reader catches up
- * with few requests.
- */
+// The most offsets one filtered read examines, or a rare match would read the whole log per request:
+// brief on the event loop on SQLite, large enough that a reader catches up in few requests.
 export const FEED_SCAN_RECORDS = 2000;
 
-/**
- * What one read of the feed asks for: `key` is an exact key, exclusive with `prefix`;
- * `within`, prefixes that each start with `prefix`, keeps only their keys.
- */
+/** `key` is an exact key, exclusive with `prefix`; `within` (prefixes within `prefix`) keeps only their keys. */
 export interface FeedQuery {
   after: number;
   prefix: string;
@@ -37,7 +26,6 @@ export interface FeedQuery {
   maxChars: number;
 }
 
-/** 410 epoch_changed when the reader's offsets belong to another database. */
 export function checkEpoch(given: string | undefined, epoch: string): void {
   if (given !== undefined && given !== epoch) {
     throw new ApiError('epoch_changed', 'the log was recreated or restored: offsets from another epoch mean nothing here; take a new snapshot', { epoch });
@@ -55,10 +43,7 @@ export function checkReader(after: number, position: { head: number; horizon: nu
   }
 }
 
-/**
- * A page of the feed, read in its turn among the process's feed reads (`turns`, one for
- * the process: services.ts); not read at all once `gone` is true.
- */
+/** A page, read in its turn among the process's feed reads; not read at all once `gone` is true. */
 export async function readFeed(turns: ReadTurns, store: LogStore, query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
   const { key, within, ...rest } = query;
   const changes = { ...rest, ...(key !== undefined ? { key } : {}), scan: FEED_SCAN_RECORDS };

@@ -1,10 +1,8 @@
-// Wakes readers that wait for new records. It carries no records: a woken reader reads
-// the log by offset, so a reader that falls behind simply reads more pages.
+// Wakes readers waiting for new records; a woken reader reads the log by offset, however far behind.
 export class ChangeNotifier {
   private waiters = new Set<() => void>();
   private latest = 0;
 
-  /** The highest head published so far. */
   get head(): number {
     return this.latest;
   }
@@ -30,12 +28,8 @@ export class ChangeNotifier {
   }
 }
 
-/**
- * A reader that waits for commits, again and again for as long as it lives (a change
- * stream, a long poll). It listens to its signal once and keeps its timer while the
- * deadline is unchanged: adding and removing them on every wait cost more than the rest
- * of a delivery, with a hundred streams woken by each commit (bench/fanout.ts).
- */
+// A reader that waits for commits again and again (a stream, a long poll): it listens to its signal
+// once and keeps its timer, which cost more than the rest of a delivery to a hundred streams each.
 export class RepeatedWaiter {
   private resolveWait: ((woken: boolean) => void) | null = null;
   private timer: NodeJS.Timeout | undefined;

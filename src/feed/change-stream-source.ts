@@ -1,6 +1,5 @@
-// The events of one change stream, produced one at a time as the socket asks for them:
-// an optional snapshot phase, then records read from the log by offset for ever. The
-// route frames them (routes/change-stream.ts).
+// The events of one change stream, one at a time as the socket asks for them: an optional
+// snapshot phase, then records by offset for ever; routes/change-stream.ts frames them.
 import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
 import { ApiError, type ErrorBody } from '../contract/errors.js';
@@ -9,52 +8,38 @@ import { SnapshotDigest } from '../snapshot/snapshot-digest.js';
 import type { SnapshotReader } from '../store/log-store.js';
 import type { TailPages } from './tail-pages.js';
 
-/**
- * Rows and characters per chunk: small enough that a slow reader holds little, and
- * that a chunk stays out of V8's large-object space (see snapshot/snapshot-spool.ts).
- */
+/** Rows and characters a chunk: a slow reader holds little, and a chunk stays out of V8's large-object space. */
 const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
 /** The contract's bound on the time between progress events. */
 const PROGRESS_INTERVAL_MS = 15_000;
 
-/**
- * What a stream sends, in order: `open`, then with a snapshot its `snapshot-records`
- * and `snapshot-end`, then `records` and `progress` until the end or a `reset`.
- */
+/** In order: `open`, a snapshot's `snapshot-records` and `snapshot-end`, then `records` and `progress` until a `reset`. */
 export type ChangeStreamEvent<Page> =
   | { type: 'open' }
   /** Snapshot lines (records' JSON), sent without ids. */
   | { type: 'snapshot-records'; lines: string[] }
   | { type: 'snapshot-end'; offset: number; epoch: string; digest: string }
-  /** A page of the log as the tail rendered it, then, if the reader moved past it, a progress event. */
+  /** A page of the log as the tail rendered it, with a progress event when the reader moved past it. */
   | { type: 'records'; page: Page; progress?: number }
   | { type: 'progress'; offset: number }
   | { type: 'reset'; body: ErrorBody };
 
 export interface ChangeStreamOptions<Page> {
-  /** Reads the log, sharing pages at the head among streams. */
   tail: TailPages<Page>;
   notifier: ChangeNotifier;
   prefix: string;
-  /** Only this exact key (with prefix ''). */
   key?: string;
   /** Only keys with one of these prefixes (each starting with `prefix`): a token's scope. */
   within?: readonly string[];
-  /** The log's epoch, named in a `reset` event. */
   epoch: string;
   /** Where a stream without a snapshot starts (exclusive). */
   after: number;
-  /** With snapshot=true: the open snapshot. */
   snapshot: SnapshotReader | null;
-  /** Ends the stream: the client went away or the server shuts down. */
   signal: AbortSignal;
 }
 
-/**
- * The data of a `reset` event: the 410's error body, with the log's horizon and epoch
- * beside whichever of them the code names, so a reader knows where it may start again.
- */
+/** A `reset` event's data: the 410's body with the horizon and epoch, so that a reader knows where to start again. */
 export function resetBody(err: ApiError, horizon: number, epoch: string): ErrorBody {
   const body = err.toBody();
   return { error: { ...body.error, horizon: body.error.horizon ?? horizon, epoch: body.error.epoch ?? epoch } };
@@ -74,7 +59,6 @@ export class ChangeStreamSource<Page> {
     this.waiter = new RepeatedWaiter(options.notifier, options.signal);
   }
 
-  /** The next event of the stream, or null when it has ended. */
   async next(): Promise<ChangeStreamEvent<Page> | null> {
     if (this.options.signal.aborted) this.phase = 'done';
     switch (this.phase) {
@@ -91,20 +75,18 @@ export class ChangeStreamSource<Page> {
     }
   }
 
-  /** When the stream ends, however it ends: gives back all it holds; safe to call more than once. */
+  /** Gives back all it holds, however the stream ends; safe to call again. */
   close(): void {
     this.waiter.close();
     this.releaseSnapshot();
   }
 
-  /** Lets the snapshot go; safe to call more than once. */
   private releaseSnapshot(): void {
     const snapshot = this.options.snapshot;
     if (!snapshot) return;
     snapshot.close();
   }
 
-  /** The digest of the snapshot's records, made with its first page. */
   private snapshotDigest: SnapshotDigest | undefined;
 
   private async snapshotChunk(reader: SnapshotReader): Promise<ChangeStreamEvent<Page>> {
@@ -136,7 +118,6 @@ export class ChangeStreamSource<Page> {
     }
   }
 
-  /** The records after the reader's position and the progress they call for; null if neither. */
   private async read(progressDue: boolean): Promise<ChangeStreamEvent<Page> | null> {
     const { tail, prefix, key, within } = this.options;
     let page: FeedPage;

@@ -1,8 +1,5 @@
-// Reads of the change feed take turns with the rest of the server. A read of SQLite runs
-// on the event loop; hundreds of readers woken together (or catching up from offset 0)
-// would otherwise hold it for one read each before a plain GET got its turn. Queued reads
-// run in slices of at most SLICE_MS between turns of the event loop, so a GET waits for
-// one slice at most, however many readers there are.
+// Reads of the change feed take turns with the rest of the server: queued reads run in slices of at most
+// SLICE_MS between turns of the event loop, so a GET waits one slice at most, however many readers.
 
 /** The event loop's time given to feed reads in one go. */
 const SLICE_MS = 4;
@@ -26,11 +23,7 @@ export class ReadTurns {
   private head = 0;
   private scheduled = false;
 
-  /**
-   * Runs `work` in its turn. Work started inside the slice counts against it: on SQLite a
-   * read happens while `work()` is called. A reader that is `gone` by its turn is dropped
-   * without reading.
-   */
+  /** Runs `work` in its turn (a read happens while it is called); a reader `gone` by then is dropped unread. */
   run<T>(work: () => Promise<T>, gone?: () => boolean): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const start = (): void => {

@@ -10,7 +10,6 @@ const MAX_PAGES = 64;
 
 export interface RenderedPage<Rendered> {
   page: FeedPage;
-  /** The page's records as the stream sends them. */
   text: Rendered;
 }
 
@@ -25,12 +24,10 @@ export class TailPages<Rendered> {
     private readonly render: (records: StoredRecord[]) => Rendered,
   ) {}
 
-  /** The log's head now: a reader there has nothing to read. */
   get head(): number {
     return this.store.position().head;
   }
 
-  /** The log's horizon as this node last heard of it. */
   get horizon(): number {
     return this.store.position().horizon;
   }

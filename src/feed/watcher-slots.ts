@@ -1,19 +1,14 @@
-// At most STATELOG_MAX_WATCHERS long polls and change streams wait at once: each holds
-// a connection, a wake-up on every commit and a read of the log after it. One client
-// (its token, when tokens are set, and its address, each counted apart) may hold at
-// most three quarters of them, so that a reader that opens streams without end cannot
-// leave the others none.
+// At most STATELOG_MAX_WATCHERS long polls and change streams wait at once, and a client (its token and
+// its address, counted apart) holds three quarters at most: a reader opening streams without end leaves others some.
 import { createHash } from 'node:crypto';
 import { ApiError } from '../contract/errors.js';
 import { Slots } from '../snapshot/slots.js';
 
-/** Of a request, what tells its client: its address and Authorization header. */
 export interface WatcherClient {
   ip: string;
   headers: { authorization?: string };
 }
 
-/** A client's largest share of `max` slots: three quarters, at least one. */
 export const watcherShare = (max: number): number => Math.max(1, Math.ceil((max * 3) / 4));
 
 export class WatcherSlots extends Slots {

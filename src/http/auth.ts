@@ -1,9 +1,5 @@
-// Auth: a bearer token, or a client certificate whose CN names a token-file entry. The
-// role a request needs is derived from the request itself (method and matched route
-// pattern), never listed per route, so routes that are added later are covered without
-// touching this file; which keys it may touch is the route's scope rule (scope.ts).
-// Everything needs a token except the two health probes and the dashboard's static
-// files: a path nobody thought of is closed, not open.
+// Auth: a bearer token, or a client certificate whose CN names a token-file entry. The role needed
+// comes from the method and matched route, never a per-route list, so a new path is closed, not open.
 import { hash } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyRequest } from 'fastify';
@@ -13,23 +9,13 @@ import { routeScope } from './scope.js';
 
 const RANK: Record<Role, number> = { read: 0, write: 1, admin: 2 };
 
-/**
- * Route patterns open without credentials: the probes that load balancers and
- * orchestrators call, and the dashboard's static files (routes/ui.ts). Those hold no
- * data, and the page must load before it can ask for a token; everything it shows comes
- * from /v1 calls that carry the user's token.
- */
+/** Open without credentials: the probes, and the dashboard's files (no data; the page loads before it asks for a token). */
 export const OPEN_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/ui', '/ui/', '/ui/:file']);
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const BEARER = /^Bearer +([^\s]+) *$/i;
 
-/**
- * What a request must present: null for the open probes, otherwise the lowest role.
- * The matched pattern is used when there is one, because the router percent-decodes
- * static segments (/v1/%61dmin/x routes to /v1/admin/x); an unmatched path reaches
- * only the 404 handler, which reads nothing.
- */
+/** The lowest role a request needs (null: open), by the matched pattern: the router percent-decodes static segments. */
 export function requiredRole(method: string, routePattern: string | undefined, url: string): Role | null {
   const path = routePattern ?? url.split(/[?#]/, 1)[0]!;
   if (routePattern !== undefined && OPEN_ROUTES.has(routePattern)) return null;
@@ -42,21 +28,13 @@ const digest = (token: string): string => hash('sha256', token, 'hex');
 
 /** The tokens in force: replaced whole on reload, so a request sees one set or the other. */
 interface TokenSet {
-  /** By the hex SHA-256 of the secret. */
   byDigest: Map<string, TokenEntry>;
-  /** File entries by name, for client certificates' CNs. */
   byName: Map<string, TokenEntry>;
-  /**
-   * Authorization headers seen lately and the entry each named (null: none): clients
-   * repeat theirs, which are then neither parsed nor hashed again. Unknown tokens are
-   * kept alike, so a known token answers no faster than an unknown one; a lookup
-   * matches a whole header or nothing (strings are compared only once their seeded
-   * hashes agree); emptied when full, so headers sprayed at the server cost no memory.
-   */
+  // Authorization headers seen lately with the entry each named (null: none), unknown ones alike so that a
+  // known token answers no faster; matched whole, and emptied when full, so sprayed headers cost no memory.
   seen: Map<string, TokenEntry | null>;
 }
 
-/** Headers kept in TokenSet.seen at most, and the longest kept. */
 const SEEN_HEADERS = 4096;
 const SEEN_HEADER_CHARS = 256;
 
@@ -78,7 +56,6 @@ function tokenSet(legacy: ReadonlyMap<string, Role> | null, file: readonly FileE
 }
 
 export interface AuthenticatorOptions {
-  /** The TLS server asks for client certificates (STATELOG_TLS_CLIENT_CA). */
   clientCertificates?: boolean;
 }
 
@@ -97,25 +74,16 @@ export class Authenticator {
     this.clientCertificates = options.clientCertificates ?? false;
   }
 
-  /** How many tokens are in force. */
   get size(): number {
     return this.tokens.byDigest.size;
   }
 
-  /**
-   * Puts a token file's entries in force in place of the previous ones (STATELOG_TOKENS
-   * stays); throws TokenFileError, and changes nothing, when they cannot be used.
-   */
+  /** Puts a token file's entries in force (STATELOG_TOKENS stays); throws TokenFileError, changing nothing, when unusable. */
   replaceFile(entries: readonly FileEntry[]): void {
     this.tokens = tokenSet(this.legacy, entries);
   }
 
-  /**
-   * The entry of a presented secret, or null. The secret is hashed once and looked up
-   * by its digest: the time taken depends on neither the secret nor which entry, if
-   * any, it matches (a guess learns nothing of a stored digest's first characters, as
-   * it cannot choose its digest's).
-   */
+  /** Looked up by the secret's digest: the time depends on neither the secret nor the entry it matches. */
   identify(token: string): TokenEntry | null {
     return this.tokens.byDigest.get(digest(token)) ?? null;
   }

@@ -1,6 +1,5 @@
-// What an answer tells the HTTP caches in front. Answers that any reader may have are
-// `public`; with tokens set they are `private`, so no shared cache hands one to a request
-// that the server would refuse (a revoked token, another scope, no token at all).
+// What an answer tells the HTTP caches in front: `public`, or with tokens set `private`, so that no
+// shared cache hands an answer to a request the server would refuse.
 import type { Config } from '../config.js';
 
 export type CacheScope = 'public' | 'private';
@@ -19,15 +18,11 @@ export function freshFor(scope: CacheScope, seconds: number): string {
   return seconds > 0 ? `${scope}, max-age=${seconds}` : 'no-cache';
 }
 
-/** A snapshot's entity tag: its state, named by epoch and offset. */
 export function stateTag(epoch: string, offset: number): string {
   return `"${epoch}:${offset}"`;
 }
 
-/**
- * The offset of the state an If-None-Match names, when it is of this epoch: the client
- * holds that state. A list or `*` names nothing in particular and gives null.
- */
+/** The offset of the state an If-None-Match of this epoch names (a list or `*` names none). */
 export function heldOffset(ifNoneMatch: string | undefined, epoch: string): number | null {
   const match = ifNoneMatch === undefined ? null : /^\s*(?:W\/)?"([^"]*):(\d+)"\s*$/.exec(ifNoneMatch);
   if (!match || match[1] !== epoch) return null;
@@ -35,15 +30,10 @@ export function heldOffset(ifNoneMatch: string | undefined, epoch: string): numb
   return Number.isSafeInteger(offset) ? offset : null;
 }
 
-/** How long caches may keep a page of history: it never changes. */
 export const HISTORY_MAX_AGE_SECONDS = 31_536_000;
-/**
- * Followers that waited at the head until their long poll ended are sent on with a
- * `cursor` that names this interval: those ending within one interval ask the same URL.
- */
+/** Followers ending their long polls within one such interval are sent on to the same URL (`cursor`). */
 export const CURSOR_SECONDS = 20;
 
-/** What a changes request asked for, as its URL names it. */
 export interface ChangesPosition {
   after: number;
   epoch: string;
@@ -54,10 +44,7 @@ export interface ChangesPosition {
   cursor?: number | undefined;
 }
 
-/**
- * The URL of a changes request, its parameters in one fixed order (omitting those at
- * their default), so that followers at the same position ask the very same URL.
- */
+/** A changes request's URL, parameters in one fixed order without defaults: followers at one position ask the same URL. */
 export function changesUrl(position: ChangesPosition): string {
   const params = new URLSearchParams();
   params.set('after', String(position.after));
@@ -70,12 +57,8 @@ export function changesUrl(position: ChangesPosition): string {
   return `/v1/changes?${params.toString()}`;
 }
 
-/**
- * The next request after a page, and how long caches may keep the page. A page that
- * moved the reader on is history, the same for ever. A page that did not (a long poll
- * that ended at the head) is kept a second at most, and sends the reader on to a URL
- * with a new `cursor`, never the one just answered: a cache cannot hold it back.
- */
+// The next request after a page, and how long caches may keep it: a page that moved the reader on is
+// history; one that did not is kept a second and sends it on to a new `cursor`, never the URL just answered.
 export function nextChanges(
   asked: ChangesPosition & { epochGiven: boolean },
   next: number,
@@ -83,9 +66,8 @@ export function nextChanges(
   now = Date.now(),
 ): { link: string; cacheControl: string } {
   const { epochGiven, cursor, ...position } = asked;
-  // Without the epoch in its URL a page may be of an older epoch after a restore, so it
-  // is kept a second only; cacheable all the same, or a collapsing cache would make the
-  // followers waiting on it ask the server one after another.
+  // Without the epoch in its URL a page may be of an older epoch after a restore: kept a second only,
+  // cacheable all the same, or a collapsing cache would send its waiting followers on one at a time.
   if (next > asked.after) {
     const link = changesUrl({ ...position, after: next });
     return { link, cacheControl: epochGiven ? immutable(scope, HISTORY_MAX_AGE_SECONDS) : freshFor(scope, 1) };

@@ -1,7 +1,5 @@
-// Content-Encoding of request bodies: identity passes, gzip, deflate and br are decoded
-// as they arrive, and any other coding is refused with 415 rather than stored as if it
-// were JSON. The size limit applies to the decoded body, and decoding stops as soon as
-// it is passed, so a small compressed body cannot make the server inflate gigabytes.
+// Request bodies' Content-Encoding: gzip, deflate and br decoded as they arrive, any other refused (415);
+// the limit applies to the decoded body, so a small compressed body never inflates gigabytes.
 import type { Readable } from 'node:stream';
 import { Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
@@ -23,11 +21,7 @@ function hasBody(req: FastifyRequest): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-/**
- * The body as the parser should read it (a preParsing hook): decoded, with
- * `receivedEncodedLength` kept for fastify's Content-Length check. Throws 415 for a
- * coding that is not decoded.
- */
+/** The body as the parser reads it (a preParsing hook), decoded, `receivedEncodedLength` kept for fastify. */
 export function decodedBody(req: FastifyRequest, payload: Readable, limit: number): Readable {
   const header = req.headers['content-encoding'];
   if (header === undefined || !hasBody(req)) return payload;
@@ -55,8 +49,7 @@ export function decodedBody(req: FastifyRequest, payload: Readable, limit: numbe
   );
   payload.on('data', (chunk: Buffer) => (output.receivedEncodedLength += chunk.length));
   const stop = (err: Error): void => {
-    // Decoding stops here; what the client still sends is read and dropped, so its
-    // connection can carry the answer (and later requests).
+    // Decoding stops; what the client still sends is dropped, so that its connection can carry the answer.
     payload.unpipe(decoder);
     decoder.destroy();
     payload.resume();

@@ -1,5 +1,4 @@
-// The one place where errors become answers: every status >= 400 carries the
-// contract's body {"error": {"code", "message", ...details}} and never a stack trace.
+// Where errors become answers: every status >= 400 carries the contract's body, never a stack trace.
 import { STATUS_CODES as HTTP_REASONS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -7,7 +6,6 @@ import { ApiError, databaseUnavailable, type ErrorCode } from '../contract/error
 import { ReaderGone } from '../feed/read-turns.js';
 import { storeErrorKind, type StoreErrorKind } from '../store/store-errors.js';
 
-/** fastify's own errors, by code, as the contract's codes. */
 const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
   FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
@@ -19,7 +17,6 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_ASYNC_CONSTRAINT: 'invalid_request',
 };
 
-/** Any other client error, by status. */
 const STATUS_CODES: Record<number, ErrorCode> = {
   400: 'invalid_request',
   404: 'not_found',
@@ -29,11 +26,8 @@ const STATUS_CODES: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-/**
- * Only our own errors and fastify's (validation, body parsing, routing) carry messages
- * written for clients. Anything else (better-sqlite3, Node, a library) may carry SQL,
- * file paths or internals in its message: its text never reaches the body.
- */
+// Only our own errors and fastify's carry messages written for clients; any other may carry SQL,
+// paths or internals, and its text never reaches the body.
 const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
   invalid_request: 'the request is not valid',
   not_found: 'not found',
@@ -43,7 +37,6 @@ const GENERIC_MESSAGES: Partial<Record<ErrorCode, string>> = {
   unavailable: 'the service is unavailable; retry later',
 };
 
-/** The store's error kinds as answers, and how each is logged. */
 const STORE_ANSWERS: Record<StoreErrorKind, { answer: () => ApiError; level: 'error' | 'warn'; log: string }> = {
   // Corruption is no outage to wait out: the client is told of an internal error.
   corrupt: {
@@ -76,12 +69,8 @@ export function toApiError(err: FastifyError | Error): ApiError {
   return new ApiError('internal', 'internal error');
 }
 
-/**
- * The client went away while its request was being read (a reset during an upload):
- * its socket is gone, so the error is the client's, not the database's. Only the socket
- * tells: a request whose body was read whole is destroyed too, and a database connection
- * that resets under it fails with the same codes.
- */
+// A reset while the request was read is the client's error, not the database's: only the socket tells
+// (a database connection resetting under it fails with the same codes).
 function isClientAbort(err: Error & { code?: unknown }, request: FastifyRequest): boolean {
   const socket = request.raw.socket as Socket | null;
   return (err.code === 'ECONNRESET' || err.code === 'ECONNABORTED' || err.message === 'aborted') && (socket === null || socket.destroyed);
@@ -107,8 +96,7 @@ export function errorHandler(err: FastifyError | Error, request: FastifyRequest,
 const KEY_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
 
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  // The router gives up on a key path with a raw '/' or an over-long key: that is a bad
-  // key, not a missing route.
+  // The router gives up on a key path with a raw '/' or an over-long key: a bad key, not a missing route.
   if (KEY_METHODS.has(request.method) && request.url.startsWith('/v1/keys/')) {
     const message = 'a key in the path is percent-encoded (/ as %2F) and at most 512 bytes';
     return errorHandler(new ApiError('invalid_key', message), request, reply);
@@ -116,11 +104,7 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): F
   return errorHandler(new ApiError('not_found', `no route ${request.method} ${request.url.split('?', 1)[0]}`), request, reply);
 }
 
-/**
- * Requests that Node's HTTP parser refuses (not HTTP, header too large, sent too
- * slowly) never reach fastify's routing: they are answered here on the socket, still
- * with the contract's body.
- */
+/** Requests Node's HTTP parser refuses never reach fastify: answered on the socket, with the contract's body. */
 export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [status, message] =

@@ -1,8 +1,5 @@
-// Numbers as written. JSON.parse turns every number into a double, so 12345678901234567890
-// would be stored as 12345678901234567000 and 1.0 as 1. A body holding a number whose
-// text JSON.stringify would not give back is also parsed losslessly (lossless-json), and
-// values and fingerprints are taken from that parse. Most bodies hold no such number: a
-// scan of the text for what could be one keeps them on the plain path.
+// Numbers as written: a body holding a number whose text JSON.stringify would not give back is
+// parsed again losslessly (docs/design.md); a scan of the text keeps most bodies on the plain path.
 import { isLosslessNumber, parse as parseLossless, stringify as stringifyLossless } from 'lossless-json';
 import { ApiError } from '../contract/errors.js';
 
@@ -15,15 +12,10 @@ declare module 'fastify' {
 
 /** What any number that JSON.stringify would write differently contains: 16+ digits, a fraction, an exponent, or -0. */
 const MAYBE_INEXACT = /\d{16}|\d[.eE]|-0/;
-/** Number-like runs of the text (inside strings too: a false match only costs the lossless parse). */
 const NUMBER_TEXT = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
 
-/**
- * The largest body parsed losslessly. That parse, the values' and the fingerprint's
- * texts cost the event loop some 0.2 ms a KiB of such numbers, where JSON.parse costs a
- * tenth of it: past this a body holding a number kept as written is refused with 413
- * before it is parsed again, so no request holds the loop for more than about 50 ms.
- */
+// The largest body parsed losslessly: that costs some 0.2 ms a KiB, ten times JSON.parse, so a larger
+// one holding such a number is refused with 413 and none holds the loop much over 50 ms.
 export const MAX_EXACT_BODY_BYTES = 128 * 1024;
 
 function rewritten(text: string): boolean {
@@ -50,11 +42,7 @@ function holdsExactNumber(text: string): boolean {
   return false;
 }
 
-/**
- * Refuses with 413 a body of more than MAX_EXACT_BODY_BYTES that holds a number kept as
- * written: called before the body is parsed at all, so such a body costs a scan of its
- * text up to that number and nothing more.
- */
+/** 413 for a body over MAX_EXACT_BODY_BYTES holding a number kept as written, before it is parsed at all. */
 export function checkExactBodySize(text: string, bytes: number): void {
   if (bytes <= MAX_EXACT_BODY_BYTES || !holdsExactNumber(text)) return;
   throw new ApiError(
@@ -64,11 +52,7 @@ export function checkExactBodySize(text: string, bytes: number): void {
   );
 }
 
-/**
- * A lossless parse of `text`, when `parsed` (its JSON.parse) is an object or array and
- * some number in it would not come back as written. The body is within
- * MAX_EXACT_BODY_BYTES when it holds one (checkExactBodySize).
- */
+/** A lossless parse of `text` when some number in `parsed` would not come back as written. */
 export function exactNumbers(text: string, parsed: unknown): Record<string, unknown> | undefined {
   if (parsed === null || typeof parsed !== 'object' || !holdsExactNumber(text)) return undefined;
   let tree: unknown;

@@ -1,18 +1,12 @@
-// Load shedding: while the event loop is saturated, new requests are answered at once
-// with 503 `unavailable` and Retry-After instead of queueing without bound behind the
-// work already accepted. The mean event-loop delay is measured every sample interval;
-// the request pipeline's one onRequest hook asks the result, so a request pays a flag's
-// read, not a hook of its own.
+// Load shedding: while the event loop is saturated, requests get 503 at once instead of queueing without
+// bound. The delay is sampled each interval, and the pipeline's one hook reads a flag.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { ApiError } from '../contract/errors.js';
 
-/**
- * Still answered under load: liveness (a slow process is not a dead one, and restarting
- * it would lose the work in flight) and metrics (an operator needs to see the overload).
- * /readyz is refused like any other route: readiness is how a balancer sheds traffic.
- */
+// Still answered under load: liveness (a slow process is not a dead one) and metrics (the operator must
+// see the overload). /readyz is refused: readiness is how a balancer sheds traffic.
 const EXEMPT_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/metrics']);
 
 /** The delay histogram's timer resolution: its own lateness, taken off the mean. */

@@ -1,6 +1,4 @@
-// How requests are read and refused: validation against the schemas, JSON bodies only
-// (compressed or not, numbers kept as written), and the one error handler that writes
-// the contract's error body.
+// How requests are read and refused: schema validation, JSON bodies only, and the one error handler.
 import { isUtf8 } from 'node:buffer';
 import { Ajv } from 'ajv';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -12,10 +10,7 @@ import { decodedBody } from './content-encoding.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { checkExactBodySize, exactNumbers } from './exact-numbers.js';
 
-/**
- * Validation: request bodies are checked strictly (no coercion, extra members refused),
- * query strings and params are coerced from text ("10" → 10).
- */
+/** Bodies are checked strictly (no coercion, extra members refused); query strings and params are coerced from text. */
 function validatorCompiler() {
   const options = { useDefaults: true, removeAdditional: false, allErrors: false, strict: false } as const;
   const bodies = new Ajv({ ...options, coerceTypes: false });
@@ -61,8 +56,7 @@ export const parsing = fp(async (app: FastifyInstance, { faults }: { faults: Sto
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
   app.addHook('preParsing', (req, _reply, payload, done) => {
-    // Most bodies are not encoded: the route's limit (a new routeOptions object at each
-    // read) is only looked up for those that are.
+    // Most bodies are not encoded: only those look up the route's limit (a new routeOptions object at each read).
     if (req.headers['content-encoding'] === undefined) return done(null, payload);
     try {
       done(null, decodedBody(req, payload, req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!));

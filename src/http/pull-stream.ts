@@ -1,24 +1,14 @@
-// A byte stream whose chunks are made on demand. Readable calls read() only while its
-// buffer is below highWaterMark, and pipe() stops reading while the socket needs
-// draining, so a slow client slows the producer down instead of filling memory.
+// A byte stream whose chunks are made on demand: a slow client slows the producer, not fills memory.
 import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 
 export interface PullStreamOptions {
   highWaterMark?: number;
-  /**
-   * A reader that takes nothing for `ms` while the stream has something waiting for it
-   * is cut by `cut`: no byte of `socket` reached the kernel's buffers in that time (they
-   * are full), so a few bytes a minute never hold a slot for ever.
-   */
+  /** Cut by `cut` when no byte reached the kernel's buffers for `ms` while data waits: a trickle never holds a slot for ever. */
   stalled?: { ms: number; socket: Socket; cut: () => void };
 }
 
-/**
- * `produce` gives the next chunk, or null at the end; it is never called again before
- * its promise settles. `release` runs once, when the stream ends, fails or is
- * destroyed (a client that disconnects destroys it).
- */
+/** `produce` gives the next chunk (null: the end), never called again before it settles; `release` runs once, however it ends. */
 export function pullStream(
   produce: () => Promise<string | Buffer | null>,
   release: () => void,

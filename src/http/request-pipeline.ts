@@ -22,19 +22,11 @@ export function requestId(req: IncomingMessage): string {
   return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
 }
 
-/**
- * Routes that machines poll: health checks, scrapes, and the dashboard's page and its
- * stats every 2 s. Their successful answers are logged at debug, or they would drown the rest.
- */
+/** Routes that machines poll: their successful answers are logged at debug, or they would drown the rest. */
 const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
 
-/**
- * What is kept of each request when it completes: its count and time in the metrics, and
- * one access-log line instead of fastify's two. Fastify calls it for every answered
- * request, so no onResponse hook is needed for either.
- */
+/** Per answered request, its metrics and one access-log line instead of fastify's two: no onResponse hook needed. */
 export class AccessLog extends LogController {
-  /** Where requests are counted: set once the services are open (the request pipeline). */
   metrics: Metrics | null = null;
 
   override incomingRequest(): void {}
@@ -54,16 +46,12 @@ export class AccessLog extends LogController {
   }
 }
 
-/** The auth of these settings, or null when no tokens are set (every route open). */
 export function authenticator(config: Config): Authenticator | null {
   if (!config.tokens && !config.tokensFile) return null;
   return new Authenticator(config.tokens, config.tokensFile?.entries ?? [], { clientCertificates: config.tls?.clientCa != null });
 }
 
-/**
- * Malformed percent-encoding or an over-long key in the path: answered by the router
- * before any hook runs, so request id, auth, metrics and the access log apply here.
- */
+/** Malformed paths are answered by the router before any hook: request id, auth, metrics and log apply here. */
 export function frameworkErrors(auth: Authenticator | null, accessLog: AccessLog): NonNullable<FastifyServerOptions['frameworkErrors']> {
   return (err, req, reply) => {
     reply.header('x-request-id', req.id);
@@ -80,11 +68,7 @@ export function frameworkErrors(auth: Authenticator | null, accessLog: AccessLog
   };
 }
 
-/**
- * The headers a browser page on an allowed origin may send and read. Exposed: what the
- * API answers with beyond the CORS-safelisted ones (offsets as ETag, the snapshot's
- * position, Retry-After on 429 and 503, the request id).
- */
+/** What a page on an allowed origin may send and read: the API's own headers (ETag, Retry-After, ids) exposed. */
 export const CORS_HEADERS = {
   allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
   exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate', 'link'],
@@ -98,13 +82,9 @@ export interface RequestPipelineOptions {
   accessLog: AccessLog;
 }
 
-/** A check every request passes: its refusal, or null. */
 type Check = (req: FastifyRequest) => ApiError | null;
 
-/**
- * One onRequest hook (a callback: these run on every request) that sets the request id
- * on the answer when asked to, then runs `checks` in order; the first refusal answers.
- */
+/** One onRequest hook (every request pays each hook) that sets the request id, then runs `checks` to the first refusal. */
 function checksHook(checks: Check[], setsRequestId: boolean) {
   return (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void => {
     if (setsRequestId) reply.header('x-request-id', req.id);
@@ -116,11 +96,7 @@ function checksHook(checks: Check[], setsRequestId: boolean) {
   };
 }
 
-/**
- * The hooks, at the root so that they apply to every route (fastify-plugin). The checks
- * share one onRequest hook unless CORS must run between them: each hook is one more
- * pass through fastify's hook runner on every request.
- */
+/** At the root, for every route; checks share one hook unless CORS must run between them. */
 export const requestPipeline = fp(async (app: FastifyInstance, { config, lifecycle, metrics, auth, accessLog }: RequestPipelineOptions) => {
   accessLog.metrics = metrics;
   enforceScopes(app);
@@ -130,14 +106,12 @@ export const requestPipeline = fp(async (app: FastifyInstance, { config, lifecyc
       ? new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' })
       : null;
   const overloaded = overloadCheck(app, config);
-  // Also runs for paths that match no route, so an unknown /v1 path is refused with
-  // 401 or 403 before anyone learns that it does not exist.
+  // Also for unmatched paths: an unknown /v1 path is refused before anyone learns it does not exist.
   const afterCors = [overloaded, auth && ((req: FastifyRequest) => auth.check(req))].filter((check): check is Check => !!check);
   if (config.corsOrigins) {
     // Before CORS, the request id: a preflight is answered by the CORS hook itself.
     app.addHook('onRequest', checksHook([closing], true));
-    // Before auth: a preflight carries no token and is answered here, and every answer,
-    // a refusal included, carries the CORS headers the page needs to read it.
+    // Before auth: a preflight carries no token, and refusals carry the CORS headers a page needs to read them.
     await app.register(cors, {
       origin: config.corsOrigins[0] === '*' ? '*' : config.corsOrigins,
       methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
@@ -150,8 +124,7 @@ export const requestPipeline = fp(async (app: FastifyInstance, { config, lifecyc
     app.addHook('onRequest', checksHook([closing, ...afterCors], true));
   }
   app.addHook('onSend', (_req, reply, payload, done) => {
-    // Idle connections are closed when shutdown starts; one whose request was in
-    // flight then must not be kept alive after its answer, or close() waits for it.
+    // A connection whose request was in flight at shutdown is not kept alive, or close() waits for it.
     if (lifecycle.closing) reply.header('connection', 'close');
     done(null, payload);
   });

@@ -1,20 +1,11 @@
-// The scope rule of every route, declared in its config (`config: { scope }`) and
-// enforced here: which keys a request touches, so that a token with key prefixes
-// (token-file.ts) is refused outside them and its reads show only its keys.
-// test/scope-rules.test.ts lists every route and fails on one without a rule; at run
-// time a route without one is refused to every token with prefixes.
+// The scope rule of every route (`config: { scope }`): which keys a request touches, so that a token
+// with key prefixes is refused outside them; a route without a rule is refused to such tokens.
 import type { FastifyInstance, FastifyRequest, preHandlerHookHandler } from 'fastify';
 import { ApiError } from '../contract/errors.js';
 import { inScope, outsideScope, readFilter, type ReadFilter } from '../contract/key-scope.js';
 import type { TokenEntry } from '../token-file.js';
 
-/**
- * - open: no token needed (probes, the dashboard's static files);
- * - key: the `:key` path parameter is the one key touched;
- * - batch: the keys of the body's `records` are touched;
- * - filter: a read whose route narrows what it shows with requestFilter();
- * - unscoped: only for tokens without prefixes (stats, metrics, admin).
- */
+/** open, key (the `:key` parameter), batch (the body's keys), filter (requestFilter()), unscoped (tokens without prefixes). */
 export type ScopeRule = 'open' | 'key' | 'batch' | 'filter' | 'unscoped';
 
 export const SCOPE_RULES: readonly ScopeRule[] = ['open', 'key', 'batch', 'filter', 'unscoped'];
@@ -69,10 +60,7 @@ const batchScope: preHandlerHookHandler = (request, _reply, done) => {
   done();
 };
 
-/**
- * Gives batch routes their check once the body is parsed (the route's own preHandler,
- * so other routes pay nothing). Register before the routes.
- */
+/** Batch routes' check once the body is parsed, in their own preHandler so that others pay nothing; register first. */
 export function enforceScopes(app: FastifyInstance): void {
   app.decorateRequest('tokenEntry', null);
   app.addHook('onRoute', (route) => {

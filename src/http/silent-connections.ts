@@ -1,7 +1,5 @@
-// At shutdown, every connection with no request in progress is closed at once. Node
-// closes idle keep-alive connections itself, but not one that was opened and has sent
-// nothing yet (clients open spare connections), and server.close() would wait for it
-// until the headers timeout.
+// At shutdown, connections that sent nothing yet (clients open spares) are closed: Node closes idle
+// keep-alive ones itself, and server.close() would wait for these until the headers timeout.
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';

@@ -1,13 +1,8 @@
-// Buffers for a response body, each used again once the socket has handed its bytes to
-// the kernel. A large body sent as fresh buffers leaves them as external memory that,
-// with little else allocated, waits long for a garbage collection; sent as strings, it
-// costs a decoding and an encoding of every byte.
+// Buffers for a response body, reused once the socket has handed their bytes to the kernel: fresh ones
+// would be external memory waiting long for a GC, strings a decoding and encoding of every byte.
 import type { Socket } from 'node:net';
 
-/**
- * Room for what the socket carries besides the body's bytes up to a chunk: the
- * response's head, and each chunk's framing (its length in hex and two line ends).
- */
+/** Room for the socket's bytes besides a chunk's: the response's head and each chunk's framing. */
 const HEAD_ROOM = 64 * 1024;
 const FRAMING = 16;
 
@@ -16,7 +11,6 @@ export class SocketBuffers {
   private at = 0;
   private body = 0;
   private chunks = 0;
-  /** What the socket had been given before this body. */
   private readonly before: number;
 
   constructor(
@@ -39,7 +33,6 @@ export class SocketBuffers {
     return slot.buffer;
   }
 
-  /** The chunk of `bytes` filled in the buffer from `next`, to be sent. */
   sent(bytes: number): Buffer {
     const slot = this.slots[this.at]!;
     this.body += bytes;
@@ -50,7 +43,6 @@ export class SocketBuffers {
     return slot.buffer.subarray(0, bytes);
   }
 
-  /** The socket's bytes since this body began that the kernel has taken (writes completed). */
   private taken(): number {
     return this.socket.bytesWritten - this.socket.writableLength - this.before;
   }

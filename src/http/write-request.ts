@@ -1,5 +1,4 @@
-// Turns an HTTP write into a request for the group committer and sends its answer.
-// Shared by PUT and DELETE /v1/keys/{key} and POST /v1/records.
+// An HTTP write as a request for the group committer, and its answer (PUT, DELETE and POST /v1/records).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../contract/errors.js';
 import type { Answer, WriteOp, WriteOutcome } from '../contract/model.js';
@@ -19,10 +18,7 @@ function hasNonFiniteNumber(value: unknown): boolean {
   return false;
 }
 
-/**
- * The JSON text of a value, refused with 413 when larger than `maxBytes` and with 400
- * when too deeply nested to serialise or holding a number beyond a double's range.
- */
+/** A value's JSON text: 413 above `maxBytes`, 400 when nested too deep or holding a number beyond a double. */
 export function valueText(value: unknown, maxBytes: number, details: Record<string, unknown> = {}, exact?: unknown): string {
   let text: string;
   try {
@@ -31,8 +27,7 @@ export function valueText(value: unknown, maxBytes: number, details: Record<stri
   } catch {
     throw new ApiError('invalid_request', 'value is nested too deeply', details);
   }
-  // JSON.stringify writes ±Infinity as null: refuse such a value rather than store
-  // another one. Only a text with "null" in it can hide one (or any exact text).
+  // JSON.stringify writes ±Infinity as null: refused rather than stored as another value.
   if ((exact !== undefined || text.includes('null')) && hasNonFiniteNumber(value)) {
     throw new ApiError('invalid_request', 'value has a number beyond the range of a double (about ±1.8e308)', details);
   }
@@ -47,12 +42,8 @@ export function valueText(value: unknown, maxBytes: number, details: Record<stri
   return text;
 }
 
-/**
- * Queues a write and sends its answer once it is durable, rendered from its outcome,
- * a replayed one as a fresh one, outside the store's transaction. The promise settles after
- * the answer is sent, with nothing: a route may return it from a plain (not async)
- * handler, and fastify waits on it without adopting the reply as a thenable.
- */
+// Sends a write's answer once durable, rendered from its outcome outside the store's transaction. Settles
+// with nothing after that, so that fastify waits on it without adopting the reply as a thenable.
 export function submitWrite(
   batcher: WriteBatcher,
   request: FastifyRequest,

@@ -1,5 +1,4 @@
-// GET /v1/changes/stream: the change feed as Server-Sent Events, optionally preceded by
-// a snapshot, resumable with Last-Event-ID.
+// GET /v1/changes/stream: the change feed as Server-Sent Events, optionally after a snapshot.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { ChangeStreamSource, resetBody, type ChangeStreamEvent } from '../feed/change-stream-source.js';
@@ -25,21 +24,16 @@ import type { LogStore, SnapshotReader, StoredRecord } from '../store/log-store.
 
 /** How long a stream ended by shutdown waits for its reader to read the end and close. */
 const STOPPED_READER_MS = 1000;
-/** How long a client waits before reconnecting after the stream drops. */
 const RETRY_MS = 1000;
 const STREAM_OPENING = sseRetry(RETRY_MS) + sseComment('statelog change stream');
 
-/**
- * A page's records as stream events, each with its offset as id: bytes, so that the
- * streams sharing the page write the same buffer instead of each encoding the text.
- */
+/** A page's records as events with ids: bytes, so that the streams sharing the page write one buffer. */
 function recordEvents(records: StoredRecord[]): Buffer {
   let text = '';
   for (const record of records) text += sseEvent('record', recordJson(record), record.offset);
   return Buffer.from(text);
 }
 
-/** One event of the change stream as Server-Sent Events. */
 function frame(event: ChangeStreamEvent<Buffer>): string | Buffer {
   switch (event.type) {
     case 'open':
@@ -64,11 +58,7 @@ function progressEvent(offset: number): string {
   return sseEvent('progress', `{"offset":${offset}}`, offset);
 }
 
-/**
- * The snapshot a stream starts with, at least as new as the database's head now: the keys
- * with the prefix, or the one key. Keys that start with a key sort after it, so its
- * entry, if live, is the first of that prefix.
- */
+/** The snapshot a stream starts with, at least as new as the head: of the prefix, or of the one key (the first of its prefix). */
 async function openSnapshot(snapshots: Pick<SharedSnapshots, 'open'>, store: LogStore, filter: ReadFilter): Promise<SnapshotReader> {
   const minOffset = (await store.readPosition()).head;
   if (filter.key === undefined) return (await snapshots.open({ filter, shape: 'record', minOffset })).reader;
@@ -81,11 +71,9 @@ export interface ChangeStreamRouteOptions {
   notifier: ChangeNotifier;
   tailWindow: TailWindow;
   watchers: WatcherSlots;
-  /** For streams that start with a snapshot. */
   snapshots: Pick<SharedSnapshots, 'open'>;
   lifecycle: Lifecycle;
   metrics: Metrics;
-  /** Told of the error that cuts a stream. */
   faults: StoreFaults;
   config: Pick<Config, 'stalledReaderMs'>;
 }
@@ -96,8 +84,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const filter = requestFilter(req, req.query.prefix, req.query.key);
-    // A reconnecting EventSource repeats the URL it started with: its Last-Event-ID
-    // overrides both `after` and `snapshot=true`, so it resumes instead of starting over.
+    // A reconnecting EventSource repeats its URL: Last-Event-ID overrides `after` and `snapshot=true`.
     const resume = parseLastEventId(req.headers['last-event-id']);
     const withSnapshot = req.query.snapshot && resume === undefined;
     if (withSnapshot && req.query.after !== undefined) {
@@ -106,13 +93,11 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const after = resume ?? req.query.after ?? 0;
     try {
       checkEpoch(req.query.epoch, store.epoch);
-      // Against the database's head and horizon, not the ones this node last heard of: on
-      // PostgreSQL another node may have acknowledged `after` a moment ago. Reading them
-      // also answers 503 before the stream opens if the database cannot be reached.
+      // Against the database's head and horizon (another node may have acknowledged `after` a moment
+      // ago), which also answers 503 before the stream opens if the database cannot be reached.
       if (!withSnapshot) checkReader(after, await store.readPosition());
     } catch (err) {
-      // An EventSource sees nothing of a 410 but a bare error, and reconnects to the same
-      // position for ever: the reason goes in-band, as the event a reader already handles.
+      // An EventSource sees a 410 as a bare error and reconnects for ever: the reason goes in-band.
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
       const body = resetBody(err, (await store.readPosition()).horizon, store.epoch);
       return reply
@@ -132,10 +117,8 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const closed = metrics.openStream('sse', req.raw);
     const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     const socket = req.raw.socket;
-    // A stream ended by shutdown must not leave an idle keep-alive connection behind
-    // (server.close() waits for it); a reader that is not draining is cut at once, and
-    // one that stopped reading while what it left unread still fitted in the socket's
-    // buffers (it never closes its side) a moment later.
+    // A stream ended by shutdown must leave no idle keep-alive connection (server.close() waits for
+    // it): a reader not draining is cut at once, one that stopped reading a moment later.
     const onShutdown = (): void => {
       if (reply.raw.writableNeedDrain) return void reply.raw.destroy();
       reply.raw.once('finish', () => socket.end());

@@ -18,11 +18,7 @@ import { sendJsonText } from '../http/reply.js';
 import type { Metrics } from '../metrics.js';
 import type { LogStore } from '../store/log-store.js';
 
-/**
- * A page also ends once it holds this many characters of keys and values (and always
- * holds one record): like Kafka's fetch.max.bytes, it keeps an answer of large values
- * from growing with `limit`.
- */
+/** A page also ends past this many characters (one record at least), as Kafka's fetch.max.bytes. */
 export const CHANGES_PAGE_CHARS = 8 * 1024 * 1024;
 
 const recordsJson = (records: StoredRecord[]): string => records.map(recordJson).join(',');
@@ -65,8 +61,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
       const waiter = new RepeatedWaiter(notifier, lifetime.signal);
       const closed = metrics.openStream('long_poll', req.raw);
       try {
-        // Woken by every commit; commits of other keys just mean another look, at the
-        // records committed since the last one only.
+        // Every commit wakes it; another look reads only what was committed since the last.
         while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
           if (notifier.head <= page.next) await waiter.wait(deadline);
           if (lifetime.signal.aborted) break;
@@ -80,8 +75,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
         release();
       }
     }
-    // Every answer names the request to make next, so that followers at one position
-    // ask one URL and a cache in front answers them all with one request.
+    // Every answer names the next request, so that followers at one position ask one URL a cache can answer.
     const asked = { after, epoch: store.epoch, epochGiven: epoch !== undefined, prefix: req.query.prefix, key: req.query.key, limit, wait, cursor };
     const { link, cacheControl } = nextChanges(asked, page.next, scope);
     reply.headers({ link: `<${link}>; rel="next"`, 'cache-control': cacheControl });

@@ -13,10 +13,7 @@ import type { WriteBatcher } from '../writes/write-batcher.js';
 import { sendJsonText } from '../http/reply.js';
 import { submitWrite, valueText } from '../http/write-request.js';
 
-/**
- * A listing page stops early past this much JSON (at least one item is always sent):
- * 1000 values of the largest size would otherwise make a page of a gigabyte.
- */
+/** A listing page stops early past this much JSON: 1000 of the largest values would make a gigabyte. */
 export const LIST_PAGE_CHARS = 8 * 1024 * 1024;
 
 function encodeCursor(key: string): string {
@@ -39,9 +36,8 @@ export interface KeyRouteOptions {
 
 export const keyRoutes: FastifyPluginAsyncTypebox<KeyRouteOptions> = async (app, { store, batcher, config }) => {
 
-  // The single-key routes are plain functions returning a promise, not async ones: an
-  // async handler's result is one more promise to adopt on every request. A refusal
-  // thrown before the promise is answered as a rejection would be.
+  // Plain functions returning a promise, not async ones: an async handler's result is one more promise
+  // to adopt on every request.
   app.put('/v1/keys/:key', { schema: putKeySchema, config: { scope: 'key' }, bodyLimit: config.maxValueBytes + 64 * 1024 }, (req, reply) => {
     const key = checkKey(req.params.key);
     const value = valueText(req.body.value, config.maxValueBytes, {}, req.exactBody?.value);
@@ -74,17 +70,15 @@ export const keyRoutes: FastifyPluginAsyncTypebox<KeyRouteOptions> = async (app,
     });
   });
 
-  // A key the log holds no record of answers an empty list, not 404 (as etcd answers a
-  // range with no revisions): whether it never existed or compaction removed its last
-  // record, the log cannot tell, and the end of paging has the same shape.
+  // A key with no record answers an empty list, not 404 (as etcd): never written or compacted away, the
+  // log cannot tell.
   app.get('/v1/keys/:key/history', { schema: keyHistorySchema, config: { scope: 'key' } }, async (req, reply) => {
     const key = checkKey(req.params.key);
     const { limit, before } = req.query;
     // One more than asked tells whether older records follow.
     const page = await store.history({ key, before: before ?? null, limit: limit + 1, maxChars: LIST_PAGE_CHARS });
     const records = page.records.slice(0, limit);
-    // Full (stopped at limit + 1 or by size): go on below the last record sent. A scan
-    // that stopped at its bound: below the lowest offset it examined, records or not.
+    // Full: go on below the last record sent; stopped at the scan bound: below the lowest offset examined.
     const next = page.full ? records[records.length - 1]!.offset : page.examinedTo;
     const body = `{"records":[${records.map(recordJson).join(',')}],"next":${next},"head":${page.head},"epoch":${JSON.stringify(store.epoch)}}`;
     return sendJsonText(reply, body);

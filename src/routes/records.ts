@@ -14,11 +14,7 @@ function invalid(index: number, message: string): ApiError {
   return new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
 }
 
-/**
- * `exact`: the same item from a lossless parse, when the body holds a number JSON.parse
- * changed. Optional members are added only when given, in one order (no spread: this
- * runs for every item of every batch).
- */
+/** `exact` from the lossless parse; optional members added in one order, no spread: this runs for every item. */
 function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: number, exact?: Record<string, unknown>): WriteOp {
   const key = checkKey(item.key, { index });
   if (item.ifOffset !== undefined && item.ifAbsent !== undefined) {

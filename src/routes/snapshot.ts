@@ -1,13 +1,6 @@
-// GET /v1/snapshot: every live key at one offset, as NDJSON. The snapshot is spooled
-// (snapshot/snapshot-spool.ts), shared with the requests that may have the same state
-// (snapshot/shared-snapshots.ts), and its bytes are sent from the spool as fast as the client
-// reads and no faster, with the trailer after them. The answer starts before the spool
-// is complete: a spool that fails after that (no room, a database error, shutdown) cuts
-// the stream, so the trailer is missing, as every reader is told to expect.
-//
-// Plain, it is the latest state: at least the head when the request arrived. With
-// `minOffset`, any state at that offset or later will do, so the answer is one that
-// caches may keep for STATELOG_SNAPSHOT_MAX_AGE_SECONDS, with an ETag naming its state.
+// GET /v1/snapshot: every live key at one offset, as NDJSON, sent from a shared spool at the client's
+// pace; a spool that fails after the answer started cuts the stream, so its trailer is missing.
+// With `minOffset`, any state at that offset or later will do, and caches may keep the answer.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { cacheScope, freshFor, heldOffset, stateTag } from '../http/caching.js';
@@ -22,10 +15,7 @@ import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import type { SpooledSnapshot } from '../snapshot/snapshot-spool.js';
 import type { LogStore } from '../store/log-store.js';
 
-/**
- * Chunks sent from the spool: few enough bytes each that the stream's buffer (64 KiB)
- * holds one, and enough buffers that one is used again only long after its bytes left.
- */
+/** Chunks sent from the spool: one fits the stream's 64 KiB buffer, and a buffer is reused long after its bytes left. */
 const SEND_BYTES = 64 * 1024;
 const SEND_BUFFERS = 8;
 
@@ -49,8 +39,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     // A token with key prefixes is shown its keys only: the count and digest are of those.
     const filter = requestFilter(req, req.query.prefix);
     checkEpoch(req.query.epoch, store.epoch);
-    // The database's head, not this node's last word of it: another node may have
-    // acknowledged a write a moment ago.
+    // The database's head: another node may have acknowledged a write a moment ago.
     const position = await store.readPosition();
     const cacheable = req.query.minOffset !== undefined;
     checkReader(req.query.minOffset ?? position.head, { head: position.head, horizon: 0 });
@@ -78,8 +67,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
     const stream = pullStream(
       async () => {
         if (ended) return null;
-        // The spooled bytes as they are: one file read and one socket write a chunk,
-        // however many lines it holds.
+        // The spooled bytes as they are: one file read and one socket write a chunk.
         const bytes = await reader.readInto(buffers.next());
         if (bytes > 0) return buffers.sent(bytes);
         ended = true;

@@ -1,10 +1,5 @@
-// GET /ui: the dashboard, a static page built by `npm run build` (scripts/build-ui.ts)
-// into dist/ui. The files hold no data: every figure the page shows comes from /v1
-// calls that carry the user's own token, so they are served without one (auth.ts).
-//
-// The few files are read once into memory (with a gzip copy). The page itself is
-// revalidated on every load (ETag, no-cache) so a new build shows at once; the script,
-// style sheet and source map have content hashes in their names and are cached for a year.
+// GET /ui: the dashboard's static files (dist/ui), read once into memory with a gzip copy, served
+// without a token as they hold no data; the page is revalidated on every load, hashed files cached a year.
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
@@ -28,10 +23,7 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-/**
- * The page loads only its own script and style sheet and talks only to this server:
- * no inline script, no other origin, no framing.
- */
+/** The page loads only its own script and style sheet and talks only to this server. */
 const PAGE_HEADERS = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
@@ -48,7 +40,6 @@ interface Asset {
   cacheControl: string;
 }
 
-/** The built files by name, or null when the dashboard was not built. */
 export function loadAssets(dir: string): Map<string, Asset> | null {
   if (!existsSync(join(dir, PAGE))) return null;
   const assets = new Map<string, Asset>();
@@ -69,7 +60,6 @@ export function loadAssets(dir: string): Map<string, Asset> | null {
   return assets;
 }
 
-/** Whether Accept-Encoding allows gzip (present, and not with q=0). */
 export function acceptsGzip(header: string | undefined): boolean {
   if (!header) return false;
   return header.split(',').some((part) => {
@@ -81,14 +71,12 @@ export function acceptsGzip(header: string | undefined): boolean {
 }
 
 export interface UiRouteOptions {
-  /** The built files' folder; UI_DIR unless a test says otherwise. */
   dir?: string;
 }
 
 export const uiRoutes: FastifyPluginAsync<UiRouteOptions> = async (app, options) => {
   const dir = options.dir ?? UI_DIR;
-  // Read at the first request, and again while the page is missing, so a build made
-  // after start-up is found; a running server keeps the build it first found.
+  // Read again while the page is missing, so that a build made after start-up is found.
   let assets: Map<string, Asset> | null = null;
   const built = (): Map<string, Asset> => {
     assets ??= loadAssets(dir);
@@ -115,8 +103,7 @@ export const uiRoutes: FastifyPluginAsync<UiRouteOptions> = async (app, options)
     return reply.send(asset.body);
   };
 
-  // The page's links are relative (so it also works under a proxy's path prefix): it
-  // must be loaded as /ui/, and a relative Location keeps any such prefix.
+  // The page's links are relative (for a proxy's path prefix): it must load as /ui/, by a relative Location.
   app.get('/ui', { config: { scope: 'open' } }, async (req, reply) => {
     const query = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : '';
     return reply.code(308).header('location', `ui/${query}`).send();

@@ -1,15 +1,10 @@
-// Reads of a filter with several prefixes (a token's scope, contract/key-scope.ts): the
-// store reads one prefix at a time, so a listing reads each prefix in turn, and a
-// snapshot (one consistent offset) reads the prefixes' common start and keeps the
-// lines within them.
+// Reads of a filter with several prefixes (a token's scope): a listing reads each prefix in turn, a
+// snapshot (one offset) reads their common start and keeps the lines within them.
 import { compareBytes, inScope, type ReadFilter } from '../contract/key-scope.js';
 import type { ListPage, ListQuery, LogStore, SnapshotReader, SnapshotShape } from '../store/log-store.js';
 import { FilteredSnapshot } from './filtered-snapshot.js';
 
-/**
- * A page of live keys of `filter`, in byte order. With several prefixes, each is listed
- * in turn (they are apart and in order) until the page is full.
- */
+/** A page of live keys of `filter` in byte order; several prefixes are listed in turn (apart and in order). */
 export async function listFiltered(store: LogStore, filter: ReadFilter, query: Omit<ListQuery, 'prefix'>): Promise<ListPage> {
   if (filter.within === undefined) return store.list({ ...query, prefix: filter.prefix });
   const { afterKey, maxChars = Number.POSITIVE_INFINITY } = query;

@@ -1,9 +1,5 @@
-// Snapshots shared by the requests that may have the same state, as writes share one
-// commit: a request joins a spool of its filter whose offset it accepts (at least the
-// head when it arrived, or its minOffset), else waits for the next read of the store,
-// which every request arriving meanwhile joins. Each reader still gets the whole
-// snapshot at its own pace from the spool file. STATELOG_MAX_SNAPSHOTS bounds the reads
-// of the store at once; readers are bounded by the spool budget and the watcher slots.
+// Snapshots shared by the requests that may have the same state, as writes share a commit
+// (docs/design.md, "Snapshots and slow readers"); each reader reads the spool at its own pace.
 import { showsEverything, type ReadFilter } from '../contract/key-scope.js';
 import type { LogStore, SnapshotShape } from '../store/log-store.js';
 import { ScopedSnapshot } from './scoped-reads.js';
@@ -12,38 +8,28 @@ import { openSpool, type Spool, type SpooledSnapshot } from './snapshot-spool.js
 import { checkSpoolFolder, type SpoolBudget } from './spool-budget.js';
 
 export interface SharedSnapshotSettings {
-  /** Reads of the store at once. */
   maxReads: number;
   dir: string;
   budget: SpoolBudget;
   /** How long a finished spool goes on serving requests that accept its offset. */
   keepMs: number;
-  /** Shutdown: spooling stops. */
   signal: AbortSignal;
-  /** Told of each read of the store. */
   onRead?: () => void;
 }
 
 export interface SnapshotWanted {
-  /** The keys: a prefix, and a token's scope within it. */
   filter: Pick<ReadFilter, 'prefix' | 'within'>;
   shape: SnapshotShape;
   /** The oldest state that will do. */
   minOffset: number;
 }
 
-/** One read of the store, and the spool it fills. */
 class Shared {
-  /**
-   * The least offset its state will have: unknown (null) while it waits for the read
-   * before it (its state will then be newer than any request's now), the head this node
-   * knew when the store's snapshot was asked for, then the snapshot's own.
-   */
+  /** The least offset its state will have: null while it waits for the read before it, then the head, then the snapshot's. */
   atLeast: number | null = null;
   spool: Spool | null = null;
   /** The spool once readers may start; rejects when it could not be made. */
   opening!: Promise<Spool>;
-  /** Resolves once this read of the store is over (spooled whole, failed or never begun). */
   readonly readOver: Promise<void>;
   readonly over: () => void;
 
@@ -56,7 +42,7 @@ class Shared {
 
 export class SharedSnapshots {
   private readonly reads: Slots;
-  /** Per shape and filter, oldest first: the spools being read, kept, or waiting to start. */
+  /** Per shape and filter, oldest first: spools being read, kept, or waiting to start. */
   private readonly shared = new Map<string, Shared[]>();
 
   constructor(
@@ -66,16 +52,11 @@ export class SharedSnapshots {
     this.reads = new Slots(settings.maxReads, 'snapshots are already being read');
   }
 
-  /** Throws 503 while the spool folder is known not to be writable (see checkSpoolFolder). */
   checkFolder(): Promise<void> {
     return checkSpoolFolder(this.settings.dir, this.settings.budget);
   }
 
-  /**
-   * A reader of a snapshot of `wanted.filter` at an offset of at least `minOffset`, its
-   * first bytes spooled; `shared` says whether another request's read serves it. Throws
-   * 429 when a new read is needed and all are taken, 503 when the spool has no room.
-   */
+  /** A reader at `minOffset` or later, its first bytes spooled; 429 when a new read is needed and none is free. */
   async open(wanted: SnapshotWanted): Promise<{ reader: SpooledSnapshot; shared: boolean }> {
     const { prefix, within } = wanted.filter;
     const key = [wanted.shape, prefix, ...(within ?? [])].join('\u0000');
@@ -88,10 +69,7 @@ export class SharedSnapshots {
     return { reader: spool.attach(), shared: joined !== undefined };
   }
 
-  /**
-   * A new read of the store, begun once the one of the same key still reading is over,
-   * so that every request arriving meanwhile shares it.
-   */
+  /** A new read of the store, begun once the one of the same key is over, so that requests arriving meanwhile share it. */
   private start(key: string, list: Shared[], wanted: SnapshotWanted): Shared {
     const giveSlot = this.reads.acquire();
     const previous = list.findLast((entry) => entry.spool === null || !entry.spool.done);
@@ -142,7 +120,6 @@ export class SharedSnapshots {
   }
 }
 
-/** Whether a request that needs at least `minOffset` may read this spool. */
 function accepts(entry: Shared, minOffset: number): boolean {
   if (entry.spool && !entry.spool.usable) return false;
   return entry.atLeast === null || entry.atLeast >= minOffset;

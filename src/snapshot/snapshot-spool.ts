@@ -1,20 +1,6 @@
-// A snapshot read at the database's speed into a spool file, and served from the file at
-// each reader's speed. The store's read transaction (which on SQLite keeps checkpoints
-// from passing it, so the WAL grows, and on PostgreSQL holds back vacuum) lasts only as
-// long as reading the database, whatever the clients do. The file is unlinked as soon
-// as it is made: the space is the kernel's to give back when the file is closed, even if
-// the process is killed, and nothing is ever left to clean up at start-up.
-//
-// One spool serves any number of readers, each at its own position in the file (the
-// page cache holds what a reader that keeps up reads back): shared-snapshots.ts hands
-// one read of the store to every request that may have that state.
-//
-// Readers start once the first START_BYTES are spooled (or all of it, if less), and then
-// follow the spooling; while older spools run, a spool's readers start only once it is
-// whole (SpoolBudget gives room to the oldest first). A snapshot is refused with 503
-// before any byte when the spool budget, the disk or the folder has no room for it
-// before its readers start; one that fails later (budget, disk, database, shutdown) is
-// cut short without its last line, which is how every reader tells an incomplete snapshot.
+// A snapshot read at the database's speed into an unlinked spool file and served from it
+// at each reader's speed, so that the store's read transaction never waits for a client
+// (docs/design.md, "Snapshots and slow readers"). A failure after readers start cuts it short.
 import { randomUUID } from 'node:crypto';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -24,22 +10,12 @@ import type { SnapshotReader, SnapshotShape } from '../store/log-store.js';
 import { SnapshotDigest } from './snapshot-digest.js';
 import { folderFault, isNoSpace, type BudgetHolder, type SpoolBudget } from './spool-budget.js';
 
-/**
- * Rows and characters read from the store a page. A page becomes one string; kept well
- * under V8's 128 KiB large-object threshold it is allocated and freed in the young
- * generation, which measured faster and leaner than pages two to eight times larger.
- */
+/** Rows and characters a page: one string under V8's large-object threshold is freed young (measured faster). */
 const FILL_ROWS = 1000;
 const FILL_CHARS = 64 * 1024;
-/**
- * Bytes gathered before a write to the spool: few large writes, each overlapping the
- * reading of the next pages (two buffers take turns).
- */
+/** Bytes a write to the spool: few large writes, each overlapping the next reads (two buffers take turns). */
 const WRITE_BYTES = 1024 * 1024;
-/**
- * Bytes read back from the file at a time: the text of a read stays under V8's
- * large-object threshold, so it is freed young once the socket has it.
- */
+/** Bytes read back at a time: under the large-object threshold, so freed young once the socket has them. */
 const READ_BYTES = 64 * 1024;
 /** Bytes spooled before the answer starts (see above). */
 const START_BYTES = 4 * 1024 * 1024;
@@ -48,32 +24,20 @@ const START_BYTES = 4 * 1024 * 1024;
 export interface SpooledSnapshot extends SnapshotReader {
   /** The lines spooled; whole once nextText or nextJson has come to the end. */
   readonly count: number;
-  /** The digest of the keys spooled (asked for with the `digest` option), 16 hex digits. */
   digestHex(): string;
-  /**
-   * The spooled text's next piece, of at most READ_BYTES bytes, cut anywhere (even inside
-   * a line, or a character); null at the end. Waits for the spooling when it has caught up with it, and
-   * throws if the spooling failed. Not to be mixed with nextJson on one snapshot.
-   */
+  /** The text's next piece (at most READ_BYTES, cut anywhere), null at the end; throws if the spooling failed. */
   nextText(): Promise<string | null>;
   /** Like nextText, as bytes read into `buffer`: how many, 0 at the end. */
   readInto(buffer: Buffer): Promise<number>;
 }
 
 export interface SpoolOptions {
-  /** Shutdown: spooling stops with 503. */
   signal?: AbortSignal;
   /** Sum the digest of the spooled keys: `whole` when they are every live key. */
   digest?: { whole: boolean };
 }
 
-/**
- * Spools the whole of `reader` (its lines in `shape`) into a spool file in `dir` and
- * returns the spool once its first START_BYTES are written; the spooling goes on behind
- * it. Throws 503 `unavailable` when the budget or the disk has no room, or once `signal`
- * aborts (shutdown), before that; the store's reader is closed however this ends. The
- * spool lives while a reader or a hold has it: the caller gets it with one hold, to let go.
- */
+/** Spools `reader` into `dir`; returns once START_BYTES are written (503 before if no room or shutdown), with one hold. */
 export async function openSpool(
   reader: SnapshotReader,
   shape: SnapshotShape,
@@ -126,7 +90,6 @@ export class Spool implements BudgetHolder {
   readonly digest: bigint;
   /** Resolves once readers may start; rejects if the spooling failed before. */
   readonly started: Promise<void>;
-  /** Resolves once the spooling has stopped, whole or not. */
   readonly stopped: Promise<void>;
   count = 0;
   /** Bytes in the file, and taken from the budget (a write in flight included). */
@@ -182,7 +145,6 @@ export class Spool implements BudgetHolder {
     this.moved();
   }
 
-  /** Whether the spool still serves readers: not failed, not gone. */
   get usable(): boolean {
     return !this.gone && this.failure === null;
   }
@@ -192,7 +154,6 @@ export class Spool implements BudgetHolder {
     return this.spooledDigest.hex();
   }
 
-  /** A reader of the spool from its first byte; the spool stays while it is open. */
   attach(): SpooledSnapshot {
     if (!this.usable) throw new Error('the spool is gone');
     this.users++;
@@ -212,7 +173,6 @@ export class Spool implements BudgetHolder {
     };
   }
 
-  /** A reader lets go. */
   detach(): void {
     this.readers--;
     this.leave();
@@ -228,12 +188,10 @@ export class Spool implements BudgetHolder {
     this.release();
   }
 
-  /** Resolves at the spooling's next step (more bytes, the end, a failure). */
   nextStep(): Promise<void> {
     return this.step.promise;
   }
 
-  /** Runs the spooling to its end (or failure, or close); `path` is unlinked first. */
   spool(path: string): void {
     void (async () => {
       try {
@@ -267,7 +225,6 @@ export class Spool implements BudgetHolder {
     }
   }
 
-  /** Lines gathered into large writes, each overlapping the reading of the next pages. */
   private async spoolLines(): Promise<void> {
     let buffer = Buffer.allocUnsafe(WRITE_BYTES);
     let spare = Buffer.allocUnsafe(WRITE_BYTES);
@@ -324,7 +281,6 @@ export class Spool implements BudgetHolder {
     if (this.options.signal?.aborted) throw new ApiError('unavailable', 'the server is shutting down', {}, { 'retry-after': '1' });
   }
 
-  /** Appends `chunk` to the file, within the budget. */
   private async write(chunk: Uint8Array): Promise<void> {
     // Refused meanwhile to make room for an older spool: take nothing more.
     if (this.failure) throw this.failure.err;
@@ -338,7 +294,6 @@ export class Spool implements BudgetHolder {
     this.written += chunk.length;
   }
 
-  /** Wakes the readers waiting for the spool, and lets them start once they may. */
   private moved(): void {
     if (this.failure) this.onStart.reject(this.failure.err);
     else if (this.mayStart()) {
@@ -350,10 +305,7 @@ export class Spool implements BudgetHolder {
     step.resolve();
   }
 
-  /**
-   * Whether readers may start. Before its spooling ends, only the oldest spool starts: a
-   * younger one may yet be refused to give it room, and is then refused before any byte.
-   */
+  /** Before its spooling ends only the oldest spool starts: a younger one may yet be refused, before any byte, to give it room. */
   private mayStart(): boolean {
     return this.answering || this.done || (this.written >= START_BYTES && this.budget.isOldest(this));
   }
@@ -381,7 +333,6 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
-/** One reader's position in a spool. */
 class SpoolReader implements SpooledSnapshot {
   readonly offset: number;
   readonly epoch: string;

@@ -1,5 +1,4 @@
-// The disk space that all snapshot spools may take together, and faults of the spool
-// folder: what a spool asks before it writes, and what readiness asks of the folder.
+// The disk space all snapshot spools may take together, and the spool folder's faults.
 import { randomUUID } from 'node:crypto';
 import { open, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -7,23 +6,16 @@ import { databaseUnavailable, type ApiError } from '../contract/errors.js';
 
 /** A spool as its budget sees it. */
 export interface BudgetHolder {
-  /** Bytes it holds in the budget. */
   readonly heldBytes: number;
   /** Whether its readers have started (it can no longer be refused cleanly, only cut). */
   readonly answering: boolean;
   /** Whole and kept for requests to come, with no reader now: dropping it cuts no one. */
   readonly idle: boolean;
-  /** Stops it with `err`, giving back what it holds at once. */
   evict(err: ApiError): void;
 }
 
-/**
- * The bytes that all spools may take on disk together, given to the oldest first: a
- * spool that needs room takes it back from younger ones whose answer has not started
- * (they are refused with 503 before any byte) or from idle ones kept for later requests,
- * and a spool whose answer starts before its spooling ends is the oldest one, so a
- * snapshot within the budget always finishes.
- */
+// The bytes all spools may take, given to the oldest first: it takes room back from younger spools
+// not yet answering (503 before any byte) or idle ones, so a snapshot within the budget finishes.
 export class SpoolBudget {
   private used = 0;
   /** Spools holding bytes or still spooling, oldest first (a Set keeps insertion order). */
@@ -45,7 +37,6 @@ export class SpoolBudget {
     this.holders.delete(holder);
   }
 
-  /** Whether no spool older than `holder` holds bytes or spools, idle ones aside. */
   isOldest(holder: BudgetHolder): boolean {
     for (const other of this.holders) {
       if (other === holder) return true;
@@ -71,10 +62,7 @@ export class SpoolBudget {
     this.used -= bytes;
   }
 
-  /**
-   * Drops idle spools, then refuses the youngest spools that have not answered yet,
-   * until `bytes` fit or none is left.
-   */
+  /** Drops idle spools, then refuses the youngest not yet answering, until `bytes` fit. */
   private reclaim(bytes: number, holder: BudgetHolder): void {
     const all = [...this.holders];
     const younger = all.slice(all.indexOf(holder) + 1).reverse();
@@ -101,10 +89,7 @@ export function folderFault(err: unknown, dir: string): ApiError | null {
   return databaseUnavailable(`cannot write snapshot spool files in ${dir} (${code}): check STATELOG_SPOOL_DIR`, { reason: 'spool' });
 }
 
-/**
- * Throws 503 while the spool folder's fault stands, which readiness asks once one was
- * seen: a spool file made and removed again clears it.
- */
+/** Throws 503 while the folder's fault stands (readiness asks); a spool file made and removed again clears it. */
 export async function checkSpoolFolder(dir: string, budget: SpoolBudget): Promise<void> {
   if (budget.folderFault === null) return;
   const path = join(dir, `.statelog-spool-${randomUUID()}`);

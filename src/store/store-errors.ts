@@ -1,21 +1,14 @@
-// The store's own error kinds. Each driver sorts its errors (better-sqlite3's codes,
-// PostgreSQL's SQLSTATEs and node-postgres's messages) with a table beside it, and the
-// store that openStore() returns throws them as StoreErrors, so nothing above the store
-// reads a driver's codes.
+// The store's own error kinds: each driver sorts its errors with a table beside it, so nothing
+// above the store reads a driver's codes.
 import type { LogStore } from './log-store.js';
 
-/**
- * `unavailable`: the database cannot serve now (unreachable, restarting, no connection
- * in time); `no_space`: writes fail for want of room, reads go on; `corrupt`: never a
- * passing outage, the node stays unready until an operator repairs it; `busy`: another
- * process holds the write lock past the busy timeout.
- */
+// unavailable: cannot serve now; no_space: writes fail, reads go on; corrupt: never a passing
+// outage, unready until repaired; busy: another process held the write lock past the timeout.
 export type StoreErrorKind = 'unavailable' | 'no_space' | 'corrupt' | 'busy';
 
 /** A driver's table: the kind of one error of its own, without looking at causes. */
 export type ErrorKinds = (err: Error & { code?: unknown }) => StoreErrorKind | null;
 
-/** The driver's error, sorted; message and code are the driver's, for logs and readiness. */
 export class StoreError extends Error {
   readonly code: unknown;
 
@@ -33,7 +26,6 @@ export function storeErrorKind(err: unknown): StoreErrorKind | null {
   return err instanceof StoreError ? err.kind : null;
 }
 
-/** No room to write, as Node reports it from the file system, under either store. */
 export const NO_SPACE_CODES: ReadonlySet<unknown> = new Set(['ENOSPC', 'EDQUOT', 'EFBIG']);
 
 /** The error and those it wraps (a cause, the errors of an AggregateError), a few levels deep. */
@@ -44,17 +36,13 @@ function* chain(err: unknown, depth = 0): Generator<Error> {
   if (err instanceof AggregateError) for (const inner of err.errors) yield* chain(inner, depth + 1);
 }
 
-/**
- * The kind of `err` by a driver's table: corruption wherever it shows; else the error's
- * own kind; else any kind found in what it wraps makes the store unavailable.
- */
+/** Corruption wherever it shows; else the error's own kind; else any kind in what it wraps means unavailable. */
 export function kindOf(err: unknown, kinds: ErrorKinds): StoreErrorKind | null {
   const found = [...chain(err)].map((e) => kinds(e));
   if (found.includes('corrupt')) return 'corrupt';
   return found[0] ?? (found.some((kind) => kind !== null) ? 'unavailable' : null);
 }
 
-/** `err` as a StoreError when the table knows it; anything else (a bug, a refused statement) as it is. */
 export function translate(err: unknown, kinds: ErrorKinds): unknown {
   if (err instanceof StoreError) return err;
   const kind = kindOf(err, kinds);
@@ -67,14 +55,9 @@ const TRANSLATED: ReadonlySet<PropertyKey> = new Set<keyof LogStore>([
   'compactionBacklog', 'purgeIdempotency', 'dueExpiries', 'close',
 ]);
 const OPENING: ReadonlySet<PropertyKey> = new Set<keyof LogStore>(['openSnapshot', 'startCompaction']);
-/** A snapshot's and a compaction run's methods. */
 const INNER: ReadonlySet<PropertyKey> = new Set(['nextJson', 'nextChunk', 'step']);
 
-/**
- * The store with its errors translated by `kinds`. A proxy rather than a wrapper class,
- * so that the store is still what it is to whoever holds it (its class, its fields);
- * the methods run on the store itself, so its own accesses cost nothing more.
- */
+/** The store with its errors translated: a proxy, so that it stays what it is to its holders, at no cost to its own calls. */
 export function withErrorKinds<T extends object>(target: T, kinds: ErrorKinds, methods = TRANSLATED, opening = OPENING): T {
   // By the method itself, not its name: a method replaced on the store (a test's spy) is wrapped anew.
   const wrapped = new WeakMap<object, unknown>();
@@ -102,12 +85,8 @@ export function withErrorKinds<T extends object>(target: T, kinds: ErrorKinds, m
   });
 }
 
-/**
- * Whether writes fail for want of space, as both stores follow it: a write that fails
- * so is remembered, and readiness fails until a write commits again, one of the
- * clients' or the store's own probe, which readiness runs while the failure stands.
- * Nothing is reset by a timer: the node is ready again once space has returned.
- */
+// Whether writes fail for want of space, for both stores: readiness fails from such a failure until a
+// write commits, a client's or the store's own probe. No timer resets it.
 export class WriteRoom {
   private failure: Error | null = null;
   /** The probe running, shared by readiness checks that arrive meanwhile (each would write). */
@@ -115,20 +94,15 @@ export class WriteRoom {
 
   constructor(private readonly kinds: ErrorKinds) {}
 
-  /** A write failed: remembered when it was for want of space. */
   failed(err: unknown): void {
     if (err instanceof Error && this.kinds(err) === 'no_space') this.failure = err;
   }
 
-  /** A write committed: there is room again. */
   committed(): void {
     this.failure = null;
   }
 
-  /**
-   * For readiness: resolves when no write failed for want of space, or when `probe` (a
-   * write of the store's own, given the failure to throw) now commits; throws otherwise.
-   */
+  /** For readiness: resolves with no failure standing or once `probe` (the store's own write) commits; throws otherwise. */
   check(probe: (failure: Error) => unknown): Promise<void> {
     const failure = this.failure;
     if (!failure) return Promise.resolve();
@@ -151,12 +125,10 @@ export class WriteRoom {
 export class StoreFaults {
   private corruption: string | null = null;
 
-  /** Why the database is known to be corrupt, or null. */
   get corrupt(): string | null {
     return this.corruption;
   }
 
-  /** Takes note of an error from the store; true when it shows corruption. */
   observe(err: unknown): boolean {
     if (storeErrorKind(err) !== 'corrupt') return false;
     this.corruption ??= (err as Error).message;

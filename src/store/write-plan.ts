@@ -1,18 +1,10 @@
-// The write rules of a group commit, in one place for both stores: conditions, incr and
-// its limits, delete of an absent key, a later op seeing an earlier one, idempotency
-// replays. planWrites() works a group out in memory from the keys' current state, which
-// the store supplies through a StateSource, and returns a WritePlan: the records to
-// append, each with its key's previous state, the final state rows, the answers to
-// remember and the changes of the counters. The store then writes the plan as it is;
-// a refused request leaves nothing in it, so a refusal never touches its neighbours.
+// The write rules of a group commit for both stores: planWrites() works a group out in memory
+// and the store writes the plan as it is; a refused request leaves nothing in it.
 import { termOf, type DigestSum, type Term } from '../contract/digest.js';
 import { isExpired } from '../contract/expiry.js';
 import type { AppliedOp, Answer, WriteFailure, WriteOp, WriteOutcome, WriteRequest, WriteResult } from './log-store.js';
 
-/**
- * A key's row in `state`: its latest record, whether that record is a live value, and
- * when that value expires (ms since the epoch; null or absent: never).
- */
+/** A key's row in `state`: its latest record, whether it is live, and its expiry (ms; null or absent: never). */
 export interface KeyState {
   offset: number;
   live: boolean;
@@ -21,10 +13,7 @@ export interface KeyState {
   term?: Term;
 }
 
-/**
- * True when the key has a live value now: a value past its expiry counts as absent for
- * reads and conditions at once, before the expirer's tombstone is in the log.
- */
+/** Whether the key is live now: a value past its expiry is absent at once, before the expirer's tombstone. */
 export function liveAt(state: KeyState | undefined | null, now: number): boolean {
   return state !== undefined && state !== null && state.live && !isExpired(state.expiresAt, now);
 }
@@ -50,12 +39,8 @@ function replayOf(json: string): WriteResult {
   return { answer: remembered as Answer, replayed: true, appended: 0 };
 }
 
-/**
- * The committed state that a plan starts from, read on demand: a store reads only what
- * the group's requests ask for (a SQLite lookup is a cache hit or a SELECT).
- */
+/** The committed state a plan starts from, read on demand: only what the group's requests ask for. */
 export interface StateSource {
-  /** The key's state row, or undefined when it has none. */
   state(key: string): KeyState | undefined;
   /** The JSON text of the key's live record at `offset` (asked only for incr). */
   liveValue(key: string, offset: number): string;
@@ -67,7 +52,6 @@ export interface PlanInput {
   requests: WriteRequest[];
   /** The head before the group: its records take head + 1... */
   head: number;
-  /** The clock, for idempotency expiry. */
   now: number;
   idempotencyTtlMs: number;
 }
@@ -76,32 +60,21 @@ export interface PlannedRecord {
   offset: number;
   key: string;
   op: 'set' | 'delete';
-  /** JSON text; null for a delete marker. */
   value: string | null;
-  /**
-   * The key's state just before this record (null: the key had no state row), an
-   * earlier record of the same group included. What a per-record extra needs to undo
-   * the key's old contribution (a live-key count, a digest, an expiry).
-   */
+  /** The key's state before this record (null: none), the group's included: what undoing its old contribution needs. */
   previous: KeyState | null;
 }
 
 export interface WritePlan {
-  /** One per request, in order. */
   results: WriteResult[];
-  /** The head before the group. */
   base: number;
   /** The head after it: base + records.length. */
   head: number;
-  /** Records to append, in offset order. */
   records: PlannedRecord[];
   /** The final state row of every key the group wrote, with its live value's text (null: none). */
   state: Map<string, Written>;
-  /** Answers to remember, by idempotency key. */
   remember: Map<string, RememberedAnswer>;
-  /** Keys that got a state row. */
   newKeys: number;
-  /** Change of the number of live keys. */
   liveDelta: number;
   /** True when a record superseded an earlier record of its key. */
   superseded: boolean;
@@ -127,13 +100,8 @@ export function groupKeys(requests: WriteRequest[]): { keys: string[]; incrKeys:
   return { keys: [...keys], incrKeys: [...incrKeys], idempotencyKeys: [...idempotencyKeys] };
 }
 
-/**
- * True when a condition may be checked against a record of the group itself: an op with
- * a condition on a key that an earlier op of the group writes. Such a group's outcome
- * depends on the head it starts from (offsets 1... instead of head + 1... would satisfy
- * `ifOffset: 1`, and a refusal names the record's offset as the current one), so it
- * cannot be planned before the head is known.
- */
+// Whether a condition may meet a record of the group itself: the outcome then depends on the
+// head (`ifOffset: 1` would hold at offsets 1...), so it is planned once the head is known.
 export function conditionsOnOwnOffsets(requests: WriteRequest[]): boolean {
   const written = new Set<string>();
   for (const request of requests) {
@@ -186,14 +154,8 @@ export function planWrites(input: PlanInput, source: StateSource): WritePlan {
   };
 }
 
-/**
- * Applies a plan's records to the state digest (src/contract/digest.ts) in place: + the
- * term of each live record, - the term of the live record it superseded (taken from the
- * group's own terms or the previous state's `term` when known, else hashed again). Returns
- * each record's term (null for a delete marker), for the store to keep with its key. For
- * a plan made at the real head (a store that assigns offsets elsewhere, as
- * statelog_append on PostgreSQL, works it out there).
- */
+// Applies a plan's records to the state digest in place (+ each live record's term, - the
+// one it superseded); returns each record's term (null: a delete). For a plan at the real head.
 export function applyToDigest(digest: DigestSum, plan: Pick<WritePlan, 'base' | 'records'>): (Term | null)[] {
   const terms: (Term | null)[] = [];
   for (const record of plan.records) {
@@ -231,11 +193,7 @@ function incremented(by: number, liveValue: string | null): number {
   return Math.abs(sum) <= Number.MAX_SAFE_INTEGER ? sum : NaN;
 }
 
-/**
- * The group's accepted records so far. A request's changes are journalled as they are
- * made and undone when a later op of it is refused, so no request needs a copy of the
- * state of its own.
- */
+/** The group's accepted records so far; a request's changes are journalled, undone if a later op of it is refused. */
 class Planner {
   readonly records: PlannedRecord[] = [];
   readonly written = new Map<string, Written>();

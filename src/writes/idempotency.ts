@@ -1,16 +1,10 @@
-// Idempotency-Key handling: the header's rules and the request fingerprint. The answer
-// itself is remembered by the store, in the same transaction as the write it answers.
+// Idempotency-Key's rules and the request fingerprint; the store remembers the answer with the write.
 import { createHash } from 'node:crypto';
 import { ApiError } from '../contract/errors.js';
 
 const VISIBLE_ASCII = /^[\x21-\x7e]{1,255}$/;
 
-/**
- * The key as remembered: per token entry (`name`; null with auth off), so that two
- * tokens choosing the same key make two requests. A name holds no space and a key
- * only visible ASCII, so "<name> <key>" never collides with another pair or with a
- * key remembered with auth off.
- */
+/** The key as remembered, per token entry (null: auth off): "<name> <key>" never collides, names holding no space. */
 export function idempotencyKey(header: string | string[] | undefined, name: string | null = null): string | undefined {
   if (header === undefined) return undefined;
   if (Array.isArray(header) || !VISIBLE_ASCII.test(header)) {
@@ -19,10 +13,7 @@ export function idempotencyKey(header: string | string[] | undefined, name: stri
   return name === null ? header : `${name} ${header}`;
 }
 
-/**
- * What makes two requests "the same": method, path, the conditional headers and the
- * body (as parsed JSON, so insignificant whitespace does not matter).
- */
+/** What makes two requests the same: method, path, conditional headers and the body as parsed JSON. */
 export function fingerprint(parts: {
   method: string;
   path: string;

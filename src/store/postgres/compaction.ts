@@ -1,11 +1,5 @@
-// One compaction run on the PostgreSQL log, in bounded steps, on one node at a time; what
-// it keeps and removes is decided by compaction-rules.ts, as for SQLite.
-//
-// The run holds a session advisory lock on its own pooled connection from start to end;
-// a node that cannot take it runs nothing and waits for the other node's run to end
-// (its answer then reflects that run). Each removal step is one transaction that first
-// locks the meta row, as writes do, so a step never races a write and the counters stay
-// exact. Space comes back through autovacuum (settings in migrations/postgres).
+// One compaction run on the PostgreSQL log, in bounded steps, on one node at a time (an advisory
+// lock); each step locks the meta row as writes do, so the counters stay exact (docs/postgres.md).
 import type pg from 'pg';
 import { CompactionRules, lastCommittedBy, runLimits, supersededSinceAfterRun, type ScannedRecord } from '../compaction-rules.js';
 import type { CompactionBudget, CompactionPass, CompactionPolicy } from '../log-store.js';
@@ -14,16 +8,11 @@ import { LOCK_NAMESPACE } from './migrations.js';
 export const COMPACTION_LOCK = 2;
 /** Rows per chunk: each chunk costs two round trips, so chunks are larger than SQLite's. */
 const CHUNK_ROWS = 2000;
-/** How often a node waiting for another node's run looks again. */
 const WAIT_POLL_MS = 50;
 
 type ChunkRow = { upto: number | null; chunkRows: number } & (ScannedRecord | { seq: null });
 
-/**
- * The records of the next chunk after $1 up to the cutoff $2 (at most $3), as the last
- * offset and the row count of the chunk, and among them every record that is not
- * plainly superseded by a record within the cutoff (those go by range).
- */
+/** The next chunk after $1 up to the cutoff $2 (at most $3): its last offset and count, and its records not plainly superseded. */
 const CHUNK_SQL = `
   WITH c AS (SELECT seq FROM log WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3),
        t AS (SELECT max(seq) AS upto, count(*)::int AS "chunkRows" FROM c)
@@ -98,7 +87,6 @@ export class PgCompactionPass implements CompactionPass {
     }
   }
 
-  /** Gives the lock and the connection back; for a run the compactor stopped early. */
   async abandon(): Promise<void> {
     await this.end();
   }
@@ -162,7 +150,6 @@ export class PgCompactionPass implements CompactionPass {
     }
   }
 
-  /** Removes what may go among the next `size` records after `from`. */
   private async removeChunk(from: number, size: number) {
     const cutoff = this.rules.cutoff;
     const { rows } = await this.client.query<ChunkRow>(CHUNK_SQL, [from, cutoff, size]);
@@ -206,7 +193,6 @@ async function tryLock(client: pg.ClientBase): Promise<boolean> {
   return rows[0]!.got;
 }
 
-/** The highest offset committed at or before `ts` (see lastCommittedBy). */
 async function lastSeqCommittedBy(client: pg.ClientBase, ts: number): Promise<number> {
   const { rows } = await client.query<{ head: number; lastTs: number }>('SELECT head, last_ts AS "lastTs" FROM meta WHERE id = 1');
   const search = lastCommittedBy(rows[0]!.head, rows[0]!.lastTs, ts);

@@ -1,22 +1,17 @@
-// Learns of commits made by other statelog nodes on the same database: every commit
-// sends NOTIFY with the new head, and each node LISTENs on a dedicated connection. A
-// notification can be lost (the listening connection breaks and reconnects), so the
-// meta row is also read periodically: a lost notification only delays a wake-up.
+// Learns of other nodes' commits by LISTEN/NOTIFY, and by a periodic read of the meta row, so that a
+// lost notification (a broken connection) only delays a wake-up.
 import pg from 'pg';
 import { CHANGES_CHANNEL } from './sql.js';
 
 export interface HeadWatchOptions {
   /** This node's id in notification payloads: its own commits are not news. */
   node: string;
-  /** Settings for the dedicated listening connection. */
   client: pg.ClientConfig;
-  /** Reads head and horizon (through the store's pool), for the catch-up. */
   read(): Promise<{ head: number; horizon: number }>;
   /** Called with whatever was learnt; the store keeps the highest. */
   learn(position: { head: number; horizon?: number }): void;
   onError(err: Error): void;
   catchUpMs: number;
-  /** Wait before listening again after the connection broke. */
   reconnectMs?: number;
 }
 
@@ -29,7 +24,6 @@ export class HeadWatch {
 
   constructor(private readonly options: HeadWatchOptions) {}
 
-  /** Listens, and starts the periodic catch-up. Throws if the first LISTEN fails. */
   async start(): Promise<void> {
     await this.listen();
     this.timer = setInterval(() => void this.catchUp(), this.options.catchUpMs).unref();

@@ -1,7 +1,5 @@
-// Applies the numbered SQL files in migrations/postgres/ in order, each in its own
-// transaction, and records them. Nodes that start together take turns through a
-// session advisory lock, so each file runs once. Any failure throws: start-up must
-// stop loudly.
+// Applies migrations/postgres/ in order, each in its transaction; nodes starting together take turns
+// through an advisory lock, and any failure stops the start-up.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
@@ -13,7 +11,6 @@ export const PG_MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/post
 export const LOCK_NAMESPACE = 0x57a7e106;
 export const MIGRATION_LOCK = 1;
 
-/** Returns the versions it applied. */
 export async function migratePostgres(client: pg.ClientBase, dir = PG_MIGRATIONS_DIR): Promise<number[]> {
   const migrations = listMigrations(dir);
   // Key order and prefix ranges rely on UTF-8 bytes under COLLATE "C".

@@ -1,9 +1,5 @@
-// A snapshot on its own pooled connection: one REPEATABLE READ READ ONLY transaction
-// whose first statement reads head and epoch, so every page is the state at exactly that
-// offset. Each page is one query that continues after the last key sent (an index seek),
-// so memory stays bounded, a slow reader only holds one connection open, and a page
-// stops at its size bound before reading the values it leaves out; writers are never
-// blocked (MVCC).
+// A snapshot on its own pooled connection, one REPEATABLE READ READ ONLY transaction at the offset
+// its first statement reads; each page continues after the last key (an index seek), bounded in size.
 import type pg from 'pg';
 import { entryJson, recordJson } from '../../contract/render.js';
 import type { SnapshotReader, SnapshotShape, StoredEntry } from '../log-store.js';
@@ -52,11 +48,7 @@ export class PgSnapshot implements SnapshotReader {
     }
   }
 
-  /**
-   * The next live keys, at most `max`; with `maxChars`, the page stops at the key whose
-   * key and value bring it to that size (in bytes of UTF-8), as the SQLite reader stops
-   * at that many characters: at least one key, and never a page of large values read whole.
-   */
+  /** The next live keys, at most `max`, stopping at the key that brings them to `maxChars` bytes (one at least). */
   async nextPage(max: number, maxChars?: number): Promise<StoredEntry[]> {
     if (this.closed) throw new Error('the snapshot is closed');
     const limit = Math.max(1, Math.floor(max));

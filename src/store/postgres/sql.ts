@@ -1,6 +1,5 @@
-// SQL of the PostgreSQL store, and the connection settings every one of its clients uses.
-// Reads that return the head with their rows do so in ONE statement: under READ
-// COMMITTED a statement sees one snapshot, so the head matches the rows exactly.
+// SQL of the PostgreSQL store and its clients' settings. Reads that return the head with their
+// rows do it in ONE statement: under READ COMMITTED a statement sees one snapshot.
 import pg from 'pg';
 
 /** int8 (offsets, times, counters) as numbers: every value stays below 2^53. */
@@ -13,11 +12,7 @@ export const pgTypes = {
 /** The channel every node LISTENs on; the payload is '<new head> <committing node's id>'. */
 export const CHANGES_CHANNEL = 'statelog_changes';
 
-/**
- * The exclusive upper bound of keys that start with `prefix`, in byte order, or null when
- * there is none: the prefix with its last code point raised by one. UTF-8 preserves code
- * point order, and COLLATE "C" compares bytes.
- */
+/** The exclusive bound of keys with `prefix` (its last code point + 1; null: none): COLLATE "C" keeps code point order. */
 export function prefixUpperBound(prefix: string): string | null {
   const points = [...prefix].map((c) => c.codePointAt(0)!);
   while (points.length > 0) {
@@ -35,10 +30,7 @@ export function prefixUpperBound(prefix: string): string | null {
 export const BEGIN_AND_LOCK_SQL = `BEGIN;
   SELECT head, horizon FROM meta WHERE id = 1 FOR UPDATE`;
 
-/**
- * The state rows of keys $1, with the live value of those in $2 (keys the group
- * increments), and the remembered answers of idempotency keys $3.
- */
+/** State rows of keys $1, live values of $2 (keys incremented), remembered answers of idempotency keys $3. */
 export const GROUP_READ_SQL = `
   SELECT 's' AS kind, s.key, s.seq, s.live, l.value AS text1, NULL::text AS text2, s.expires_at AS "expiresAt"
     FROM state s LEFT JOIN log l ON s.live AND s.key = ANY($2::text[]) AND l.seq = s.seq
@@ -56,21 +48,12 @@ export const GET_SQL = `
   SELECT s.key, l.value, s.seq, l.ts, s.expires_at FROM state s JOIN log l ON l.seq = s.seq
   WHERE s.key = $1 AND s.live AND (s.expires_at IS NULL OR s.expires_at > $2)`;
 
-/**
- * Up to $2 keys whose value expired by $1, soonest first, by the partial index alone (only
- * live rows have an expiry). Every node may read the same ones: its delete is
- * conditional on the offset, so one wins.
- */
+/** Up to $2 keys expired by $1, soonest first, by the partial index; nodes may race: the conditional delete lets one win. */
 export const DUE_EXPIRIES_SQL = `
   SELECT key, seq FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2`;
 
-/**
- * The rows of `rows` (a query with key and value columns, in `order`) up to the one whose
- * key and value bring their size to `maxBytes` bytes (a parameter; NULL: no bound), at
- * least one. octet_length reads a stored value's size without fetching it, so the values
- * of the rows left out are never read, and large values cannot make a page unbounded.
- * `taken` counts the rows before that cut, so that a cut page is told from the last one.
- */
+// Rows of `rows` up to the one that brings keys and values to `maxBytes` (NULL: no bound), at least one:
+// octet_length never fetches the values left out. `taken` tells a cut page from the last one.
 const sizeBounded = (rows: string, order: string, maxBytes: string): string => `
   SELECT * FROM (
     SELECT r.*, count(*) OVER () AS taken,
@@ -88,11 +71,8 @@ const SNAPSHOT_ROWS_SQL = sizeBounded(
   '$5',
 );
 
-/**
- * A page of live keys not expired by $6 (SNAPSHOT_ROWS_SQL's other parameters) among the
- * first $7 state rows of the range, whatever they hold (see LIST_SCAN_SLACK), and the
- * head, in one snapshot; `scan_end` is the last of those rows' keys when there were $7.
- */
+// Live keys not expired by $6 among the first $7 state rows of the range (LIST_SCAN_SLACK), with
+// the head, in one snapshot; `scan_end` is the last key examined when there were $7.
 export const LIST_SQL = `
   WITH m AS (SELECT head FROM meta WHERE id = 1),
   scanned AS (
@@ -108,20 +88,12 @@ export const LIST_SQL = `
   )}
   ) e ON true ORDER BY e.key`;
 
-/**
- * A snapshot's next page, read inside its transaction. A snapshot is the log's state at
- * its offset: a value past its expiry is in it until the expirer's tombstone, which
- * the change feed then carries, so a mirror's state and digest follow the log; each
- * line carries its expiry, so its reader drops it at that time as GET does.
- */
+// A snapshot's next page, in its transaction. An expired value stays until the expirer's tombstone
+// (which the feed carries, so that mirrors follow); each line carries its expiry.
 export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts, expires_at FROM (${SNAPSHOT_ROWS_SQL}) p ORDER BY key`;
 
-/**
- * Records in ($1, $6] with prefix range [$2, $3) and, with $7, exactly key $7, at most $4
- * and, with $5, about $5 bytes (see sizeBounded), with head and horizon, in one snapshot.
- * ($1, $6] is a range of the primary key: a filter that matches little examines at most
- * $6 - $1 rows. A set still its key's latest record carries the state row's expiry.
- */
+// Records in ($1, $6], a primary-key range (a rare match examines at most $6 - $1 rows), with prefix
+// [$2, $3) or key $7, at most $4 and about $5 bytes, with head and horizon; a live set carries its expiry.
 export const CHANGES_SQL = `
   WITH m AS (SELECT head, horizon FROM meta WHERE id = 1)
   SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken,
@@ -136,12 +108,8 @@ export const CHANGES_SQL = `
   )}
   ) r ON true ORDER BY r.seq`;
 
-/**
- * Key $1's records among the $5 records below $2, newest first, at most $3 and, with $4,
- * about $4 bytes (see sizeBounded), with the head and, when the scan examined all $5,
- * the lowest offset it examined, in one snapshot. The scan reads offsets and keys by
- * the primary key; values are fetched for the matches alone.
- */
+// Key $1's records among the $5 below $2, newest first, at most $3 and about $4 bytes, with the head
+// and the lowest offset examined; values are fetched for the matches alone.
 export const KEY_HISTORY_SQL = `
   WITH m AS (SELECT head FROM meta WHERE id = 1),
   scan AS (SELECT seq, key FROM log WHERE seq < $2 ORDER BY seq DESC LIMIT $5),
@@ -155,10 +123,7 @@ export const KEY_HISTORY_SQL = `
   )}
   ) r ON true ORDER BY r.seq DESC`;
 
-/**
- * The counters, with $1 the time at which expired values are counted apart, by the
- * partial index alone: only live rows have an expiry (a delete clears it).
- */
+/** The counters, expired values counted apart as of $1 by the partial index (only live rows have an expiry). */
 export const COUNTERS_SQL = `
   SELECT head, horizon, records, live_keys AS "liveKeys", state_keys AS "stateKeys", digest::text,
     (SELECT count(*) FROM state WHERE expires_at IS NOT NULL AND expires_at <= $1)::int AS "expiredKeys",
@@ -166,22 +131,15 @@ export const COUNTERS_SQL = `
       + pg_total_relation_size('idempotency') + pg_total_relation_size('meta') AS "dbBytes"
   FROM meta WHERE id = 1`;
 
-/**
- * Forgets up to $2 expired answers. SKIP LOCKED: the purge never waits for a writer, so
- * it can never deadlock with one that holds the counters and upserts answers.
- */
+/** Forgets up to $2 expired answers; SKIP LOCKED, so it never waits for (or deadlocks with) a writer. */
 export const PURGE_SQL = `
   WITH doomed AS (
     SELECT key FROM idempotency WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
   )
   DELETE FROM idempotency i USING doomed WHERE i.key = doomed.key`;
 
-/**
- * Readiness after a write found no room: rows that fill about a mebibyte of new log
- * pages, below the size at which PostgreSQL would compress them, in a transaction
- * that is then rolled back. It fails with disk_full (53100) while the log's files
- * cannot grow; the pages it added hold only dead rows, which vacuum gives to later writes.
- */
+// Readiness after a full disk: about a MiB of new log pages, rolled back; it fails with disk_full
+// while the log cannot grow, and its dead rows are reused once vacuumed.
 export const PROBE_ROWS = 512;
 export const PROBE_SQL = `
   INSERT INTO log (seq, key, op, value, ts)

@@ -1,17 +1,5 @@
-// The PostgreSQL log store: several stateless statelog nodes share one database.
-//
-// Offsets are in commit order across nodes: every write transaction locks the one meta
-// row (FOR UPDATE) before it takes offsets head + 1... from it, so the transactions that
-// assign offsets commit one at a time and a reader that sees offset N has seen every
-// offset below N. (A sequence would not do: offset 11 could commit and be read before 10
-// commits, and a reader that moved past 11 would never see 10.)
-//
-// Each node keeps group commit: one transaction per group. The lock is the cluster's
-// bottleneck, so a group is planned from an unlocked read and written by one statement
-// (statelog_append) that holds the lock only inside the server; a group whose keys
-// changed meanwhile, that carries idempotency keys, or whose conditions may meet its
-// own records, is applied under the lock from the start instead (lock, read, write,
-// commit: four round trips).
+// The PostgreSQL log store, shared by stateless nodes: offsets in commit order through the
+// meta row's lock, and groups planned unlocked where they may be (docs/postgres.md).
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
@@ -66,13 +54,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
 
 export interface PgStoreOptions {
   url: string;
-  /** Connections for reads and writes. */
   poolSize: number;
-  /**
-   * How long a statement may go unanswered before it fails as unavailable (0 = for
-   * ever): a network that drops packets without resetting the connection would
-   * otherwise hold requests for the minutes of TCP's retransmissions.
-   */
+  /** Statement timeout (0: none): a network that drops packets silently would hold requests for TCP's minutes. */
   queryTimeoutMs?: number;
   /** Connections for snapshots, each held while its snapshot streams. */
   snapshotPoolSize: number;
@@ -96,7 +79,6 @@ export class PgStore implements LogStore {
   private readonly passes = new Set<PgCompactionPass>();
   private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
   private closed = false;
-  /** Whether the last write failed for want of space (disk_full): readiness fails until one can commit. */
   private readonly room = new WriteRoom(postgresErrorKinds);
   /** Tags this node's notifications, so that it does not take its own commits for news. */
   private readonly node = randomUUID();
@@ -112,14 +94,11 @@ export class PgStore implements LogStore {
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     };
     const settings = [
-      // A node that vanishes without closing its connections (a cut network) would keep
-      // its session, and a compaction run's advisory lock with it, for hours of TCP
-      // timeouts: the server probes an idle peer after 10 s and drops it 15 s later.
+      // A vanished node's session (and its compaction lock) is dropped within 25 s, not TCP's hours.
       'tcp_keepalives_idle=10',
       'tcp_keepalives_interval=5',
       'tcp_keepalives_count=3',
-      // STATELOG_SYNC=normal: a commit is acknowledged before its WAL is flushed; a crash
-      // of the database server (not of statelog) may lose the last moments of writes.
+      // normal: acknowledged before the server flushes its WAL; a crash of the server may lose the last writes.
       ...(options.sync === 'normal' ? ['synchronous_commit=off'] : []),
     ];
     const pgOptions = (more: string[]) => [...settings, ...more].map((setting) => `-c ${setting}`).join(' ');
@@ -131,8 +110,7 @@ export class PgStore implements LogStore {
     this.pool = new pg.Pool({
       ...client,
       ...answered,
-      // The meta row is every writer's lock: a node stalled inside a write transaction
-      // must not hold it. Only snapshots (their own pool) stay in a transaction for long.
+      // The meta row is every writer's lock: a node stalled inside a write transaction must not hold it.
       options: pgOptions(['idle_in_transaction_session_timeout=10000']),
       max: options.poolSize,
       idleTimeoutMillis: 30_000,
@@ -141,9 +119,7 @@ export class PgStore implements LogStore {
     for (const pool of [this.pool, this.snapshotPool]) {
       // An idle pooled connection that breaks must not take the process down,
       pool.on('error', (err) => this.reportError(err));
-      // nor one that is checked out (a snapshot between FETCHes, a compaction run, a
-      // locked write), whose break node-postgres emits as 'error' with no one listening:
-      // its holder learns of it from its next query, and the pool drops it on release.
+      // nor a checked-out one, whose holder learns of the break from its next query.
       pool.on('connect', (client) => client.on('error', () => {}));
     }
     this.untimedClient = { ...client, options: pgOptions([]) };
@@ -301,14 +277,8 @@ export class PgStore implements LogStore {
     return snapshot;
   }
 
-  /**
-   * A group without idempotency keys is planned from an unlocked read and written by
-   * statelog_append() in one statement, which holds the meta row only inside the server.
-   * If a key it read changed meanwhile, or it carries idempotency keys (whose answers are
-   * stored with their final offsets), or a condition of it may meet one of its own
-   * records (whose offsets only the lock gives), it is applied under the lock from the
-   * start.
-   */
+  // Planned from an unlocked read and written by statelog_append() in one statement; applied
+  // under the lock instead when it must be (docs/postgres.md, "Group commit per node").
   async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
     let results: WriteResult[];
     try {
@@ -428,11 +398,7 @@ export class PgStore implements LogStore {
     return { records, superseded: records - stateKeys, supersededSince };
   }
 
-  /**
-   * One node compacts at a time: the run holds an advisory lock on its own connection.
-   * A node that finds it taken runs nothing and waits for that run to end, so a call on
-   * any node answers once the log is compacted.
-   */
+  /** One node compacts at a time (an advisory lock); a call on another waits for that run to end. */
   async startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<PgCompactionPass> {
     if (this.closed) throw new Error('the store is closed');
     const pass = await PgCompactionPass.start(this.pool, policy, budget, (done) => this.passes.delete(done));
@@ -451,7 +417,6 @@ export class PgStore implements LogStore {
   }
 }
 
-/** Head, horizon and epoch as the meta row has them now. */
 async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
   return (await db.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1')).rows[0]!;
 }

@@ -1,5 +1,4 @@
-// A PostgreSQL write group's SQL: the one read its plan starts from, and the plan
-// turned into statelog_append()'s parameters (migrations/postgres/003_ttl_digest.sql).
+// A PostgreSQL write group's SQL: the read its plan starts from, and statelog_append()'s parameters.
 import type pg from 'pg';
 import type { KeyState, RememberedAnswer, StateSource, WritePlan } from '../write-plan.js';
 import { APPEND_SQL, GROUP_READ_SQL, Params } from './sql.js';
@@ -14,10 +13,7 @@ interface RowOfGroupRead {
   expiresAt: number | null;
 }
 
-/**
- * The state rows, live values and remembered answers a group names, read in one
- * statement, as the StateSource its plan starts from.
- */
+/** The state rows, live values and remembered answers a group names, in one statement. */
 export async function readGroup(
   db: pg.Pool | pg.ClientBase,
   keys: string[],
@@ -44,11 +40,8 @@ export async function readGroup(
   return { state, source };
 }
 
-/**
- * statelog_append()'s parameters for a plan, its offsets taken relative to the plan's
- * base (the function adds the head it finds under the lock). `verify` is the state the
- * plan was made from, checked under the lock; none under the lock already held.
- */
+// statelog_append()'s parameters, offsets relative to the plan's base (the function adds the head);
+// `verify` is the state read for the plan, checked under the lock (none when already locked).
 export function appendParams(plan: WritePlan, verify: { keys: string[]; state: ReadonlyMap<string, KeyState> }, now: number, node: string): unknown[] {
   const records = plan.records;
   const rows = [...plan.state];
@@ -73,11 +66,7 @@ export function appendParams(plan: WritePlan, verify: { keys: string[]; state: R
 
 const NOTHING_TO_VERIFY = { keys: [], state: new Map<string, KeyState>() };
 
-/**
- * A plan made under the lock as one statement: statelog_append() writes the records,
- * state rows and counters as on the unlocked path (nothing to verify), beside the
- * remembered answers. Null when the group wrote nothing at all.
- */
+/** A plan made under the lock as one statement, with its remembered answers; null when the group wrote nothing. */
 export function writeStatement(plan: WritePlan, now: number, node: string): { text: string; values: unknown[] } | null {
   if (plan.records.length === 0 && plan.remember.size === 0) return null;
   const values = plan.records.length > 0 ? appendParams(plan, NOTHING_TO_VERIFY, now, node) : [];

@@ -1,16 +1,11 @@
-// Online backup and offline restore of the SQLite database, for `statelog backup` and
-// `statelog restore`.
+// Online backup and offline restore of the SQLite database (`statelog backup`, `statelog restore`).
 import { copyFileSync, existsSync, renameSync, rmSync } from 'node:fs';
 import Database from 'better-sqlite3';
 
 /** Pages copied per step: small enough for progress, large enough to finish quickly. */
 const PAGES_PER_STEP = 4096;
 
-/**
- * Copies a live database with SQLite's backup API. A reader in WAL mode never blocks
- * the server's writes; if the server writes meanwhile, SQLite restarts the copy so the
- * result is always one consistent state. Returns the number of pages copied.
- */
+/** SQLite's backup API: it never blocks the server's writes, and restarts if they change the file, so the copy is one state. */
 export async function backupDatabase(
   source: string,
   destination: string,
@@ -34,7 +29,6 @@ export async function backupDatabase(
   }
 }
 
-/** True when no other process has the database open. */
 function unused(path: string): boolean {
   const db = new Database(path, { timeout: 0 });
   try {
@@ -49,11 +43,7 @@ function unused(path: string): boolean {
   }
 }
 
-/**
- * Replaces `target` with the backup `file`, offline. The restored log gets a new epoch:
- * its offsets may repeat ones that readers already saw from the lost database, so they
- * must not be compared with them. Returns the new epoch.
- */
+/** Replaces `target` with the backup `file`, offline, under a new epoch: its offsets may repeat ones readers saw. */
 export async function restoreDatabase(file: string, target: string): Promise<string> {
   const backup = new Database(file, { readonly: true, fileMustExist: true });
   try {

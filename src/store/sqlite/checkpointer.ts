@@ -1,9 +1,5 @@
-// PASSIVE WAL checkpoints on a connection of their own, in a worker thread. A checkpoint
-// copies WAL frames into the database file and fsyncs it; on the store's connection that
-// would stall the event loop (and every HTTP request) for as long as the disk takes. A
-// PASSIVE checkpoint takes no write lock, so the store keeps committing while it runs.
-// (Other modes take the write lock, which would make the store's own write transactions
-// fail with SQLITE_BUSY: they are not offered.)
+// PASSIVE WAL checkpoints in a worker thread: on the store's connection one would stall the event loop
+// for as long as the disk takes; PASSIVE takes no write lock, so the store keeps committing.
 import { createRequire } from 'node:module';
 import type { Worker } from 'node:worker_threads';
 import { checkpointThread, checkpointThreadUrl } from './checkpoint-thread.js';
@@ -39,7 +35,6 @@ export class SqliteCheckpointer {
     this.worker.on('exit', () => this.fail(new Error('the checkpoint worker exited')));
   }
 
-  /** False once closed or failed: a new checkpointer is needed then. */
   get usable(): boolean {
     return this.failure === null;
   }

@@ -1,9 +1,5 @@
-// One compaction run on the SQLite log, in bounded steps on the store's own connection
-// (the writer's): removal transactions walk the log in offset order up to a cutoff fixed
-// at the start, then incremental_vacuum gives the pages back, while WAL checkpoints run
-// in a worker thread. Between steps the caller yields to the event loop, so group
-// commits interleave; while requests keep the event loop busy, each step is also
-// followed by a rest, so that the run never takes more than about half of it.
+// One compaction run on the SQLite log, in bounded steps on the writer's connection so
+// that group commits interleave; how it paces itself is in docs/design.md (Compaction).
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import { CompactionRules, lastCommittedBy, runLimits, supersededSinceAfterRun, type ScannedRecord } from '../compaction-rules.js';
@@ -13,17 +9,13 @@ import type { SqliteCheckpointer } from './checkpointer.js';
 /** What the run needs from the store that owns the connection and the counters. */
 export interface CompactionHost {
   readonly db: Database.Database;
-  /** The counters as they are now (the store's in-memory mirror of the meta row). */
   meta(): { readonly head: number; readonly lastTs: number; readonly records: number; readonly stateKeys: number };
   /** Runs `work` as one transaction; on failure the counters roll back with it. */
   transaction<T>(work: () => T): T;
   /** Inside that transaction: removes records and keys from the counters and raises the horizon. */
   recordRemoval(records: number, keys: number, horizon: number): void;
   setSupersededSince(ts: number | null): void;
-  /**
-   * Checkpoints off the event loop, the store's own (started on first use and kept until
-   * the store closes); null for a database without a file (no WAL).
-   */
+  /** Checkpoints off the event loop; null without a file (no WAL). */
   checkpointer(): SqliteCheckpointer | null;
   /** From now on, tells `listener` of every record a write supersedes (one listener at a time). */
   listen(listener: SupersessionListener): void;
@@ -35,62 +27,25 @@ export interface SupersessionListener {
   superseded(key: string, seq: number): void;
 }
 
-/**
- * Rows examined per statement at most, and at least. Within those bounds a chunk is
- * sized from the cost of the rows just examined to fit the time left in the step, so a
- * step ends close to its budget whether its rows go by range (well under a microsecond
- * each) or each pass through JavaScript (keys written since the cutoff: several).
- */
+/** Rows a statement examines, at most and at least: chunks are sized from the last rows' cost to end a step near its budget. */
 const CHUNK_ROWS = 256;
 const MIN_CHUNK_ROWS = 16;
 /** The cost of a row before any was measured: the dearer kind, so the first chunk stays short. */
 const FIRST_ROW_COST_MS = 0.004;
-/** Weight of the latest chunk, and of the latest commit, in their moving averages. */
 const COST_WEIGHT = 0.25;
-/**
- * A checkpoint starts after this much page-writing work of the steps (in ms: each
- * checkpoint costs the worker two fsyncs whatever it copies, so the pace does not follow
- * the steps' length)...
- */
+/** Checkpoints are paced by page-writing ms, as each costs two fsyncs whatever it copies: one after 4 ms, waited for past 32 ms. */
 const CHECKPOINT_AFTER_MS = 4;
-/** ...and the run waits for it once this much more has piled up. */
 const UNCHECKPOINTED_MS = 32;
-/** Pages freed by the first incremental_vacuum step; later steps adapt to the time budget. */
 const FIRST_VACUUM_PAGES = 256;
-/**
- * While other work shares the event loop, each step is followed by a rest as long as
- * the step, or twice as long as the other work of the last cycle if that is longer (at
- * most MAX_REST_MS). Back to back, the steps would keep the loop busy all the time:
- * every request would wait for a step, a burst of them would queue behind step after
- * step, and on a machine whose cores are all taken a thread that never sleeps loses
- * the CPU for whole time slices. So the run takes at most half of the loop, and less
- * the more the requests need: a run that took the share an open-loop writer needs
- * would let the writes queue for as long as it lasts. Alone, the run does not rest.
- * The longest rest is also at most MAX_REST_BUDGETS step budgets, so that shorter
- * steps do not make the run under load slower in proportion.
- */
+// Under load a step is followed by a rest, so that a run takes at most half of the event loop.
 const OTHER_WORK_REST_RATIO = 2;
 const MAX_REST_MS = 20;
 const MAX_REST_BUDGETS = 10;
 /** Busy time of the event loop between two steps, other than the step itself, that counts as other work. */
 const OTHER_WORK_MS = 0.25;
-/**
- * A run with at least this many superseded records gets its checkpointer before its
- * first step, and waits until the thread answers, so that the start of a thread (a V8
- * isolate and the SQLite driver, a burst of CPU) does not compete with the steps; a
- * store opened with such a backlog starts it at once. A smaller run gets it only if a
- * checkpoint falls due, or not at all.
- */
+/** A run this large starts its checkpointer first, so that a thread's start-up does not compete with the steps. */
 export const EARLY_CHECKPOINTER_RECORDS = 50_000;
-/**
- * While a run has its checkpointer, SQLite's automatic checkpoint is off on the store's
- * connection: it would run on the event loop, copying frames and fsyncing twice, each
- * time the WAL passed 1,000 frames (some 30 times in a run of 1,000,000 records).
- * Checkpoints in the worker cannot start the WAL over while writes keep appending to
- * it, so once the WAL has this many frames the run lets the worker catch up and
- * checkpoints the few frames left on its own connection; the next transaction then
- * writes the WAL from its start again.
- */
+/** Worker checkpoints cannot restart a WAL that writes keep appending to: past this, the run checkpoints the rest itself. */
 const WAL_RESTART_FRAMES = 4_000;
 
 type Phase = 'remove' | 'vacuum' | 'truncate' | 'done';
@@ -108,15 +63,12 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
   /** Moving averages: time a row of the log takes to examine, and a removal step to commit. */
   private rowCostMs = FIRST_ROW_COST_MS;
   private commitMs = 0;
-  /** Time spent writing pages since the last checkpoint started. */
   private dirtyMs = 0;
   /** Started when the first checkpoint is due: a small run needs none before the last. */
   private checkpointer: SqliteCheckpointer | null | undefined;
   private checkpointing: Promise<void> | null = null;
   private checkpointFailure: Error | null = null;
-  /** The store connection's automatic checkpoint, while the run has turned it off. */
   private autocheckpoint: number | null = null;
-  /** Frames in the WAL at the last checkpoint. */
   private walFrames = 0;
   private started = false;
   /** The event loop's times at the end of the last step: what else it did since. */
@@ -176,8 +128,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
           return true;
         case 'truncate':
           await this.checkpointing;
-          // Whatever the steps wrote since the last checkpoint is copied off the event
-          // loop too, so that the final checkpoint on it has (almost) nothing left to copy.
+          // Copied off the event loop first, so that the final checkpoint has (almost) nothing left.
           if (this.checkpointer) await this.checkpointer.checkpoint();
           this.truncateWal();
           this.phase = 'done';
@@ -192,7 +143,6 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     }
   }
 
-  /** Before the first step: the checkpointer of a large run, up and answering. */
   private async start(): Promise<void> {
     this.started = true;
     const { records, stateKeys } = this.host.meta();
@@ -200,7 +150,6 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     await this.startCheckpointer()?.checkpoint();
   }
 
-  /** The run's checkpointer, started on first use (null without a database file). */
   private startCheckpointer(): SqliteCheckpointer | null {
     if (this.checkpointer !== undefined) return this.checkpointer;
     this.checkpointer = this.host.checkpointer();
@@ -218,10 +167,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     if (this.host.db.open) this.host.db.pragma(`wal_autocheckpoint = ${pages}`);
   }
 
-  /**
-   * Rests after a step when the event loop had other work since the previous one (the
-   * requests and commits that ran between the steps).
-   */
+  /** Rests after a step when the event loop did other work since the previous one. */
   private async restAfter(stepMs: number): Promise<void> {
     const previous = this.loopAfterStep;
     this.loopAfterStep = performance.eventLoopUtilization();
@@ -233,11 +179,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     await new Promise((resolve) => setTimeout(resolve, restMs));
   }
 
-  /**
-   * Small, frequent checkpoints keep the WAL short. They run in the checkpointer's
-   * thread while the steps go on, unless the disk falls behind: then the run waits
-   * (without blocking the event loop) rather than let the WAL grow.
-   */
+  /** Small, frequent checkpoints in the worker keep the WAL short; when the disk falls behind, the run waits. */
   private async checkpointIfDue(): Promise<void> {
     if (this.walFrames >= WAL_RESTART_FRAMES) return this.restartWal();
     if (this.dirtyMs < CHECKPOINT_AFTER_MS) return;
@@ -260,11 +202,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     );
   }
 
-  /**
-   * Lets the worker copy everything the steps wrote, then copies on the store's
-   * connection what writes appended meanwhile (a few frames, and two fsyncs on the
-   * event loop), so that the next transaction starts the WAL over.
-   */
+  /** Lets the worker catch up, then copies the few frames left here so that the next transaction starts the WAL over. */
   private async restartWal(): Promise<void> {
     await this.checkpointing;
     await this.checkpointer!.checkpoint();
@@ -284,11 +222,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     }
   }
 
-  /**
-   * One removal transaction: chunks of the log in offset order until the budget is spent.
-   * The commit (writing the step's pages to the WAL) blocks the event loop as much as
-   * the chunks do, so the chunks get the budget less what commits have been taking.
-   */
+  /** One removal transaction; its commit blocks the loop too, so the chunks get the budget less the commits' average. */
   private removeStep(): void {
     const started = performance.now();
     let bodyEnded = started;
@@ -327,7 +261,6 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     }
   }
 
-  /** Removes what may go among the records with offsets in (from, to]. */
   private removeChunk(from: number, to: number): { removed: number; keysRemoved: number; horizon: number } {
     const { kept, earlier, forget, horizon } = this.rules.decide(
       this.sql.special.all({ from, to, cutoff: this.cutoff }) as ScannedRecord[],
@@ -358,12 +291,10 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     const started = performance.now();
     this.host.transaction(() => this.host.db.pragma(`incremental_vacuum(${Math.min(free, this.vacuumPages)})`));
     const ms = performance.now() - started;
-    // Aim the next step at the time budget.
     const scale = ms > 0 ? this.budget.maxMs / ms : 2;
     this.vacuumPages = Math.max(16, Math.min(65_536, Math.round(this.vacuumPages * Math.min(2, Math.max(0.5, scale)))));
   }
 
-  /** Runs a step; returns how long it took. */
   private timed(work: () => void): number {
     const started = performance.now();
     work();
@@ -372,15 +303,9 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     return ms;
   }
 
-
   /**
-   * The last checkpoint, on the store's own connection: the file shrinks to what
-   * incremental_vacuum left, and TRUNCATE hands back the WAL's space. It cannot run in
-   * the worker: it takes the write lock, and a write transaction of the store that had
-   * already read would then fail with SQLITE_BUSY at once. It must not wait for readers
-   * either (the event loop would stall for the busy timeout while a snapshot is open),
-   * so the timeout is lifted for it and a busy answer is accepted: the WAL is then
-   * truncated by a later run or at shutdown. Few frames are left to copy by now.
+   * On the store's connection: in the worker, the write lock would fail a store transaction
+   * that had already read. It does not wait for readers; a busy WAL is truncated later.
    */
   private truncateWal(): void {
     const db = this.host.db;

@@ -1,6 +1,5 @@
-// The SQLite file as the store opens it (its lock, pragmas, start-up check and
-// migrations), the statements the store prepares on it, and the committed state its
-// write groups are planned from: apart from the store's logic.
+// The SQLite file as the store opens it (lock, pragmas, check, migrations), its statements,
+// and the committed state its write groups are planned from.
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
@@ -19,24 +18,13 @@ import {
   RECORDS_AFTER_SQL,
 } from './sql.js';
 
-/**
- * Log rows inserted by one statement: a group's records go in runs of this many, which
- * saves a statement's bind-step-reset a row (the rest go one by one).
- */
+/** Log rows a statement inserts: runs of this many save a bind-step-reset a row. */
 export const LOG_ROWS_A_STATEMENT = 32;
 
-/**
- * State rows upserted by one statement, in key order: SQLite's cursor then moves on
- * from the last row instead of seeking from the root (unsorted, many rows a statement
- * cost more than one).
- */
+/** State rows a statement upserts, in key order: SQLite's cursor moves on instead of seeking from the root. */
 export const STATE_ROWS_A_STATEMENT = 32;
 
-/**
- * Runs `many`, a statement of `size` rows of `width` parameters, on the rows in runs of
- * `size`, and `one`, the statement of one row, on those left; `put` lays a row's
- * parameters out from `at`.
- */
+/** Runs `many` (`size` rows of `width` parameters) on the rows in runs of `size`, and `one` on those left. */
 export function runInStatements<T>(
   rows: T[],
   size: number,
@@ -57,7 +45,6 @@ export function runInStatements<T>(
   }
 }
 
-/** The upsert of `state` rows, one `(?, ?, ?, ?)` a row. */
 const SET_STATE_SQL = (rows: string) =>
   `INSERT INTO state (key, seq, live, expires_at) VALUES ${rows}
    ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live, expires_at = excluded.expires_at`;
@@ -65,12 +52,10 @@ const SET_STATE_SQL = (rows: string) =>
 export function openDatabase(path: string): Database.Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
-  // Only takes effect before the first table is created: lets the compactor give
-  // pages back with incremental_vacuum instead of one long VACUUM.
+  // Before the first table only: the compactor gives pages back with incremental_vacuum, not VACUUM.
   db.pragma('auto_vacuum = INCREMENTAL');
   db.pragma('journal_mode = WAL');
-  // In WAL mode NORMAL fsyncs only at checkpoints: with STATELOG_SYNC=full the store
-  // fsyncs the WAL itself, off the event loop, before a write is answered.
+  // With WAL, NORMAL fsyncs only at checkpoints; STATELOG_SYNC=full fsyncs the WAL itself (wal-syncer.ts).
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
   // A big compaction can swell the WAL; truncate it back after checkpoints.
@@ -78,11 +63,7 @@ export function openDatabase(path: string): Database.Database {
   return db;
 }
 
-/**
- * Refuses a corrupt file before serving from it: PRAGMA quick_check reads every page
- * (without cross-checking indexes against tables, which integrity_check adds), so its
- * cost grows with the file; files above `maxBytes` are opened unchecked.
- */
+/** Refuses a corrupt file before serving: quick_check reads every page, so files above `maxBytes` go unchecked. */
 function checkIntegrity(db: Database.Database, path: string, maxBytes: number): void {
   if (path === ':memory:' || maxBytes === 0) return;
   const bytes = statSync(path).size;
@@ -92,10 +73,7 @@ function checkIntegrity(db: Database.Database, path: string, maxBytes: number): 
   if (found.length > 0) throw new Error(`the database file is corrupt (quick_check: ${found.join('; ')})`);
 }
 
-/**
- * Opens the store's file: this process's lock on it first (none for :memory:), then the
- * file, checked and migrated; whatever fails lets go of what was taken.
- */
+/** The lock first (none for :memory:), then the file, checked and migrated; a failure lets go of what was taken. */
 export function openStoreFile(path: string, startupCheckMaxBytes: number): { db: Database.Database; lock: ProcessLock | null } {
   let lock: ProcessLock | null = null;
   if (path !== ':memory:') {
@@ -121,12 +99,10 @@ export function openStoreFile(path: string, startupCheckMaxBytes: number): { db:
 /** A cached entry; `term`: its digest term once a write has hashed it, so overwriting it needs no second hash. */
 export type CachedEntry = StoredEntry & { term?: Term };
 
-/** The committed state a group is planned from: the entry cache, else the tables. */
 export function stateSource(sql: Statements, entries: LRUCache<string, CachedEntry>): StateSource {
   return {
     state: (key) => {
-      // A cached entry is the key's live state: one SELECT fewer for a key written or read lately.
-      // peek: the commit's cache() makes the key the most recent anyway.
+      // A cached entry is the key's live state; peek: the commit's cache() makes it the most recent anyway.
       const cached = entries.peek(key);
       if (cached) return { offset: cached.offset, live: true, expiresAt: cached.expiresAt ?? null, term: cached.term };
       const row = sql.stateOf.get(key) as { offset: number; live: 0 | 1; expiresAt: number | null } | undefined;
@@ -171,7 +147,6 @@ type StatementName =
   | 'probe'
   | 'saveRemoval';
 
-/** The statements of the store's connection, prepared once. */
 export function prepareStatements(db: Database.Database): Statements {
   return {
     meta: db.prepare(

@@ -1,15 +1,7 @@
-// One process per database file. The lock is SQLite's own file lock (fcntl) on a small
-// database beside the log, `<db>.lock`: the kernel drops it when its process dies, however
-// it dies, so a killed server never blocks a restart, and no stale-lock guess (pid alive?
-// mtime?) is ever needed. It is a separate file because holding a lock on the log itself
-// would shut out the store's own other connections (snapshots, the checkpointer).
-//
-// The holder writes its pid, then keeps a read transaction open for its whole life: its
-// SHARED lock makes every other process's BEGIN EXCLUSIVE fail at once, while leaving the
-// pid readable, so the refusal can name the holder.
+// One process per database file, by SQLite's fcntl lock on `<db>.lock` (docs/design.md): the holder
+// keeps a read transaction open for life, so another's BEGIN EXCLUSIVE fails at once and reads its pid.
 import Database from 'better-sqlite3';
 
-/** The database is held by another process. */
 export class DatabaseInUse extends Error {
   constructor(
     readonly path: string,

@@ -1,13 +1,9 @@
-// The snapshot worker's thread (snapshot-worker.ts starts it): each snapshot a read-only
-// connection of its own, in a read transaction. Pages are the live-key queries of sql.ts
-// (liveJsonSql, liveTextSql): after the first page, the next one starts at the last key
-// read, excluded (liveEntriesParams does the same, as a page's last key always has the
-// prefix). Everything it uses comes through `require` and workerData (thread.ts).
+// The snapshot worker's thread: each snapshot a read-only connection in a read transaction, paged by
+// sql.ts's live-key queries from the last key read; everything comes through `require` and workerData.
 import type Database from 'better-sqlite3';
 import type * as Threads from 'node:worker_threads';
 import { runIfThread } from './thread.js';
 
-/** What the thread is started with. */
 export interface SnapshotThreadData {
   path: string;
   /** better-sqlite3, resolved by the store: a thread evaluated from text resolves nothing by itself. */
@@ -22,7 +18,6 @@ export interface SnapshotThreadData {
   textValueBytes: number;
 }
 
-/** What the store asks of the thread. */
 export type SnapshotRequest =
   /** `upper`: the prefix's exclusive upper bound, as bytes (sql.ts prefixUpperBound). */
   | { op: 'open'; id: number; prefix: string; upper: Uint8Array }
@@ -81,7 +76,6 @@ export function snapshotThread(require: NodeJS.Require): void {
     s.db.close();
   }
 
-  /** The next page of text and its count of lines; null at the end. */
   function textPage(s: Snapshot): { text: string; count: number } | null {
     const params = pageParams(s, data.textRows, { cap: data.textValueBytes });
     const [text, last, count, lines] = statement(s, `text-${s.shape!}` as const, true).get(params) as [string, string, number, number];
@@ -150,8 +144,7 @@ export function snapshotThread(require: NodeJS.Require): void {
       lines = page(s, shape, max, maxChars);
     }
     post({ id, lines });
-    // The next page is read while the caller takes this one in, so that a reader of
-    // pages (a rebuild of the state) finds it ready: one page more held, at most.
+    // The next page is read while the caller takes this one in: one page more held, at most.
     if (lines.length > 0) {
       const from = s.lastKey;
       try {

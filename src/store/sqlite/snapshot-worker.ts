@@ -1,7 +1,5 @@
-// The store's snapshots, read in a worker thread: each on a read-only connection of its
-// own there. Stepping SQLite through a million keys is most of a snapshot's cost; on its
-// own thread it runs beside the event loop, which meanwhile writes the spool and serves
-// it (snapshot/snapshot-spool.ts), instead of taking turns with it.
+// The store's snapshots, read in a worker thread, each on a read-only connection: stepping SQLite
+// runs beside the event loop that writes and serves the spool, instead of taking turns with it.
 import { createRequire } from 'node:module';
 import type { Worker } from 'node:worker_threads';
 import { snapshotThread, snapshotThreadUrl, type SnapshotRequest, type SnapshotThreadData } from './snapshot-thread.js';
@@ -12,17 +10,10 @@ import { startThread } from './thread.js';
 const TEXT_CHUNK_BYTES = 1024 * 1024;
 /** Text chunks a snapshot may have made ahead of its reader. */
 const TEXT_CHUNKS_AHEAD = 3;
-/**
- * Rows and characters read a page when making text: a page's joined text stays under
- * V8's 128 KiB large-object threshold, so it is allocated and freed young.
- */
+/** Rows and characters a page of lines: its joined text stays under V8's large-object threshold, freed young. */
 const FILL_ROWS = 1000;
 const FILL_CHARS = 64 * 1024;
-/**
- * Rows of a page of text built whole by SQLite, and the largest value it takes: such a
- * page's text is small enough to be allocated and freed young. A page with a larger
- * value is read as lines (FILL_ROWS, FILL_CHARS).
- */
+/** Rows of a page built whole by SQLite, and its largest value: a page with a larger one is read as lines. */
 const TEXT_PAGE_ROWS = 768;
 const TEXT_VALUE_BYTES = 4096;
 const WORKER_YOUNG_MB = 2;
@@ -36,7 +27,6 @@ export interface SnapshotMeta {
   digest: string;
 }
 
-/** What the worker says of one snapshot. */
 export type WorkerReply =
   | { id: number; meta: SnapshotMeta }
   | { id: number; lines: string[] }
@@ -73,13 +63,11 @@ export class SnapshotWorker {
     this.worker = startThread(snapshotThreadUrl, snapshotThread, {
       workerData,
       execArgv: [],
-      // Its garbage is pages of strings, dead once written into a buffer: a small young
-      // generation collects them as well and keeps the thread's memory small.
+      // Its garbage is strings dead once in a buffer: a small young generation keeps the thread's memory small.
       resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB },
     });
-    // Kept alive by the process only while a snapshot is open or the thread is closing:
-    // idle, it is never what keeps the process running, and a wait on its reply is
-    // never cut short by the process ending (a script has nothing else alive then).
+    // Kept alive by the process only while a snapshot is open or the thread closes: idle, it never
+    // keeps the process running, and a wait on its reply is never cut short by the process ending.
     this.worker.unref();
     this.worker.on('message', (reply: WorkerReply) => this.listeners.get(reply.id)?.(reply));
     this.worker.on('error', (err) => this.fail(err));
@@ -91,7 +79,6 @@ export class SnapshotWorker {
     });
   }
 
-  /** False once closed or failed: a new worker is needed then. */
   get usable(): boolean {
     return this.failure === null;
   }
@@ -116,11 +103,7 @@ export class SnapshotWorker {
     this.worker.postMessage(message, transfer);
   }
 
-  /**
-   * Ends every snapshot's read transaction and the thread. Returns what to await for
-   * that, or nothing when no snapshot was ever opened: then there is no transaction to
-   * wait for, and the store closes without a turn of the event loop.
-   */
+  /** Ends every snapshot's read transaction and the thread; nothing to await if no snapshot was ever opened. */
   close(): Promise<void> | undefined {
     if (!this.failure) {
       this.worker.ref();

@@ -1,20 +1,13 @@
 // SQL shared by the store's connections.
 import type { Op, SnapshotShape, StoredRecord } from '../log-store.js';
 
-/**
- * The exclusive upper bound of keys that start with `prefix`, in byte order: the
- * prefix followed by the byte 0xFF, which never occurs in UTF-8, cast to TEXT so
- * that SQLite compares it with memcmp and can still use the primary key index.
- */
+/** The exclusive bound of keys with `prefix`: prefix + 0xFF (never in UTF-8) as TEXT, compared by memcmp on the index. */
 export function prefixUpperBound(prefix: string): Buffer {
   return Buffer.concat([Buffer.from(prefix, 'utf8'), Buffer.from([0xff])]);
 }
 
-/**
- * Live keys from @from (inclusive) below @upper, except @exclude, in byte order. There
- * is one lower bound on purpose: given two (>= prefix and > last key), SQLite seeks by
- * the first and filters by the second, so every page rescanned from the prefix.
- */
+// Live keys from @from (inclusive) below @upper, except @exclude. One lower bound on purpose: given
+// two, SQLite seeks by the first and filters by the second, so every page rescanned from the prefix.
 const LIVE_KEYS = `
   FROM state s JOIN log l ON l.seq = s.seq
   WHERE s.key >= @from AND s.key < CAST(@upper AS TEXT) AND s.key IS NOT @exclude AND s.live = 1
@@ -24,7 +17,6 @@ const LIVE_KEYS = `
 /** The state rows of a listing's range, whatever they hold, in key order. */
 const LISTED_RANGE = 'FROM state WHERE key >= @from AND key < CAST(@upper AS TEXT) AND key IS NOT @exclude ORDER BY key';
 
-/** The state rows a listing page examines: at most @scan of them from @from. */
 const SCANNED_ROWS = `SELECT key, seq, live, expires_at ${LISTED_RANGE} LIMIT @scan`;
 
 /** A listing page: the live keys, not yet expired by @now, among SCANNED_ROWS. */
@@ -37,12 +29,8 @@ export const LIST_PAGE_SQL = `
 /** The last of SCANNED_ROWS' keys when there are @scan of them; no row when fewer are left. */
 export const LIST_SCAN_END_SQL = `SELECT key ${LISTED_RANGE} LIMIT 1 OFFSET @scan - 1`;
 
-/**
- * The same keys as JSON text built by SQLite, exactly as render.ts's entryJson and
- * recordJson (as a set) build it: one string per key is the cheapest way out of the
- * database, which is what makes a large snapshot fast. (json_quote and JSON.stringify
- * agree on every valid key: keys hold no control characters or lone surrogates.)
- */
+// The keys as JSON text built by SQLite, exactly as render.ts's entryJson and recordJson build them:
+// one string per key is the cheapest way out of the database (keys hold no lone surrogates).
 const EXPIRY_JSON = `CASE WHEN s.expires_at IS NULL THEN '' ELSE ',"expiresAt":' || s.expires_at END`;
 const JSON_OF: Record<SnapshotShape, string> = {
   entry: `'{"key":' || json_quote(s.key) || ',"value":' || l.value || ',"offset":' || s.seq || ',"ts":' || l.ts || ${EXPIRY_JSON} || '}'`,
@@ -51,42 +39,25 @@ const JSON_OF: Record<SnapshotShape, string> = {
 
 export const liveJsonSql = (shape: SnapshotShape): string => `SELECT ${JSON_OF[shape]} ${LIVE_KEYS}`;
 
-/**
- * A page of live keys as one text, a line each (JSON_OF), with its last key, its count
- * and the count of its lines: one row a page, because stepping a row out of
- * better-sqlite3 costs more than building its line. A value over @cap bytes makes no
- * line (octet_length reads its size from the record header), so the page's text stays
- * small; the caller reads such a page again as rows. The lines join in the subquery's key
- * order, the order in which SQLite feeds a LIMITed subquery to an aggregate (the snapshot
- * tests check it).
- */
+// A page as one text, a line each, with its last key and counts: one row a page, as stepping a row
+// out of better-sqlite3 costs more than building its line. A value over @cap bytes makes no line
+// (the caller reads that page as rows); lines join in the LIMITed subquery's order (tests check it).
 export const liveTextSql = (shape: SnapshotShape): string =>
   `SELECT group_concat(line, ''), max(k), count(*), count(line) FROM (
     SELECT s.key AS k, CASE WHEN octet_length(l.value) <= @cap THEN ${JSON_OF[shape]} || char(10) END AS line ${LIVE_KEYS})`;
 
-/**
- * Parameters of the live-key queries: keys with `prefix` after `afterKey` (exclusive, or
- * null) whose value has not expired by `now`. A snapshot passes no `now`: it is the
- * log's state at its offset, expired values included until their tombstones (which the
- * change feed carries), so a mirror's state and digest follow the log; each line
- * carries its expiresAt, so its reader drops an expired one as GET does.
- */
+// Parameters of the live-key queries, keys with `prefix` after `afterKey` not expired by `now`. A
+// snapshot passes no `now`: expired values stay until their tombstones, so mirrors follow the log.
 export function liveEntriesParams(prefix: string, afterKey: string | null, limit: number, now = 0) {
   // A cursor below the prefix (from another listing) must not widen the range.
   const resume = afterKey !== null && Buffer.compare(Buffer.from(afterKey), Buffer.from(prefix)) > 0;
   return { from: resume ? afterKey : prefix, exclude: afterKey, upper: prefixUpperBound(prefix), limit, now };
 }
 
-/**
- * A record's expiry: the state row's, while the record is still its key's latest (a
- * record's expiry never changes, and a superseded one's no longer matters).
- */
+/** A record's expiry: the state row's while the record is its key's latest (a superseded one's no longer matters). */
 const RECORD_EXPIRY = `(SELECT s.expires_at FROM state s WHERE s.key = l.key AND s.seq = l.seq AND l.op = 'set') AS expiresAt`;
 
-/**
- * Records in (@after, @until] with a prefix (@lower, @upper), in offset order: a range
- * of the primary key, so a filter that matches little examines at most @until - @after rows.
- */
+/** Records in (@after, @until] with a prefix (@lower, @upper): a primary-key range, so a rare match examines few rows. */
 export const RECORDS_AFTER_SQL = `
   SELECT l.seq AS offset, l.key, l.op, l.value, l.ts, ${RECORD_EXPIRY} FROM log l
   WHERE l.seq > @after AND l.seq <= @until AND l.key >= @lower AND l.key < CAST(@upper AS TEXT)
@@ -98,11 +69,7 @@ export const KEY_RECORDS_AFTER_SQL = `
   WHERE l.seq > @after AND l.seq <= @until AND l.key = @key
   ORDER BY l.seq LIMIT @limit`;
 
-/**
- * Key @key's records among the @scan records below @before, newest first. The scan reads
- * offsets and keys only (the key column comes before the value, so large values are
- * never read), and values are fetched for the matches alone.
- */
+/** Key @key's records among the @scan below @before, newest first; the scan reads offsets and keys, values only for matches. */
 export const KEY_HISTORY_SQL = `
   SELECT l.seq AS offset, l.key, l.op, l.value, l.ts FROM (
     SELECT seq FROM (SELECT seq, key FROM log WHERE seq < @before ORDER BY seq DESC LIMIT @scan)
@@ -120,11 +87,7 @@ export const toRecord = (row: unknown[]): StoredRecord => {
   return record;
 };
 
-/**
- * Takes rows from a query until it ends or the rows hold `maxChars` characters (at
- * least one row; the query's LIMIT bounds the count). Stepping an iterator and
- * stopping early keeps a page of large values from being read whole.
- */
+/** Rows until the query ends or they hold `maxChars` (one at least): stepping stops before a page of large values is read. */
 export function takePage<Raw, Row>(
   rows: IterableIterator<Raw>,
   toRow: (raw: Raw) => Row,

@@ -1,7 +1,5 @@
-// The embedded SQLite log store. One process owns the file and is its only writer;
-// better-sqlite3 is synchronous, so a commit of a group of requests runs as one
-// uninterrupted transaction on the event loop, and its fsync (STATELOG_SYNC=full) runs
-// after it on the thread pool (wal-syncer.ts).
+// The embedded SQLite log store. One process owns the file and is its only writer: a group
+// commits as one synchronous transaction on the event loop, fsynced after it (wal-syncer.ts).
 import { statfsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
@@ -58,7 +56,6 @@ export interface SqliteStoreOptions {
   datasync?: ConstructorParameters<typeof WalSyncer>[2];
   /** PRAGMA quick_check at opening for files up to this many bytes (0: never; default: never). */
   startupCheckMaxBytes?: number;
-  /** Called once when an fsync has failed: nothing more can be promised durable. */
   onFatal?: (err: Error) => void;
 }
 
@@ -70,7 +67,7 @@ interface Meta {
   records: number;
   stateKeys: number;
   liveKeys: number;
-  /** The state digest (src/contract/digest.ts), kept as 16 hex digits in the meta row; null until worked out. */
+  /** 16 hex digits in the meta row; null until worked out. */
   digest: DigestSum | null;
   /** In memory only: see CompactionBacklog.supersededSince. */
   supersededSince: number | null;
@@ -79,14 +76,8 @@ interface Meta {
 /** Free space asked for before readiness comes back after a write found the disk full. */
 const MIN_FREE_BYTES = 4 * 1024 * 1024;
 
-/**
- * The hottest live entries, kept by get() and by every append: a read of a cached key,
- * and a write's look at its current state, skip SQLite. This process is the file's only
- * writer and every committed record updates or evicts its key (after the commit, so a
- * rolled back group leaves it as it was), so an entry here is always the key's current
- * one. Compaction never touches a live key's record. Bounded by the characters of keys
- * and values.
- */
+// The hottest live entries, kept by get() and every append: always the key's current one,
+// as this process is the only writer and compaction never touches a live key's record.
 const ENTRY_CACHE = { maxChars: 16 * 1024 * 1024, maxEntryChars: 64 * 1024 };
 
 // The harness opens files as the store does.
@@ -109,13 +100,9 @@ export class SqliteStore implements LogStore {
   });
   /** Snapshots still open: closed before the database so the checkpoint is not held back. */
   private readonly snapshots = new Set<SqliteSnapshot>();
-  /** Whether the last write failed for want of space (SQLITE_FULL): readiness fails until one can commit. */
   private readonly room = new WriteRoom(sqliteErrorKinds);
-  /** This process's hold on the file (none for :memory:). */
   private readonly lock: ProcessLock | null;
-  /** The compaction runs' checkpointer, kept from the first run that needs one until close. */
   private checkpointer: SqliteCheckpointer | null = null;
-  /** The snapshots' worker thread (snapshot-worker.ts), until close. */
   private snapshotWorker: SnapshotWorker | null = null;
   /** The write path's transaction, wrapped once: db.transaction() builds its wrappers on every call. */
   private readonly writeGroup: (requests: WriteRequest[], ts: number, now: number) => { plan: WritePlan; meta: Meta; terms: (Term | null)[] };
@@ -129,22 +116,15 @@ export class SqliteStore implements LogStore {
     const db = this.db;
     this.sql = prepareStatements(db);
     this.source = stateSource(this.sql, this.entries);
-    // Planned and written in one transaction: a refused request is never written, so
-    // no request needs a savepoint of its own. BEGIN IMMEDIATE, as every transaction of
-    // the store that reads before it writes: a deferred one takes the write lock only at
-    // its first write, and SQLite refuses that upgrade at once (SQLITE_BUSY, whatever the
-    // busy timeout) if another connection holds the lock just then, as the checkpoint and
-    // snapshot threads' connections do for a moment when they catch the WAL index mid-update.
+    // One transaction, so a refused request needs no savepoint. IMMEDIATE: SQLite refuses a deferred
+    // one's upgrade to the write lock at once (SQLITE_BUSY) while a thread's connection holds it a moment.
     this.writeGroup = db.transaction((requests: WriteRequest[], ts: number, now: number) => {
       const plan = planWrites({ requests, head: this.meta.head, now, idempotencyTtlMs: this.ttlMs }, this.source);
       return { plan, ...this.writePlan(plan, ts) };
     }).immediate;
-    // The counters need no check or recount at start-up: every change to them (appends
-    // and compaction steps alike) is written in the same transaction as the rows it
-    // counts, so a crash at any point leaves both as of the same commit.
+    // No recount at start-up: every change to the counters commits with the rows it counts.
     const meta = this.readMeta();
-    // When superseded records are left, the oldest record's time is a safe lower bound
-    // of when the first of them was superseded: the compactor may run early, never late.
+    // The oldest record's time bounds when the first superseded one was: the compactor may run early, never late.
     const oldest = meta.records > meta.stateKeys ? (this.sql.oldestTs.get() as number | undefined) : undefined;
     this.meta = { ...meta, supersededSince: oldest ?? null };
     if (this.meta.digest === null) {
@@ -153,14 +133,11 @@ export class SqliteStore implements LogStore {
       this.sql.saveDigest.run(hex);
       this.meta.digest = DigestSum.fromHex(hex);
     }
-    // A syncer starts with nothing known durable: the first commit or read fsyncs
-    // whatever a killed predecessor left in the page cache.
+    // Nothing known durable yet: the first commit or read fsyncs what a killed predecessor left.
     this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync, options.onFatal) : null;
-    // A log opened with a large backlog is about to be compacted: the checkpointer's
-    // thread starts now (a burst of CPU), not during the run.
+    // A large backlog is about to be compacted: its checkpointer's thread starts now, not during the run.
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
-    // Started now, so that a snapshot opens at the head as its request finds it, not a
-    // thread's start-up later.
+    // Started now, so that a snapshot opens at the head its request found.
     if (options.path !== ':memory:') this.snapshotWorker = new SnapshotWorker(options.path);
   }
 
@@ -180,7 +157,6 @@ export class SqliteStore implements LogStore {
   }
 
   watchHead(): () => void {
-    // This process is the file's only writer: every commit goes through its own batcher.
     return () => {};
   }
 
@@ -192,8 +168,7 @@ export class SqliteStore implements LogStore {
     }
     // Cached or not, a value past its expiry is absent until its tombstone replaces it.
     if (entry && !liveAt({ offset: entry.offset, live: true, expiresAt: entry.expiresAt ?? null }, Date.now())) entry = null;
-    // Absence may be a delete not yet on disk: only the head bounds it. Awaited only
-    // when there is a wait: a read of durable data then resolves without an extra turn.
+    // Absence may be a delete not yet on disk: only the head bounds it.
     const waiting = this.durable(entry?.offset ?? this.meta.head);
     if (waiting) await waiting;
     return entry;
@@ -202,8 +177,7 @@ export class SqliteStore implements LogStore {
   async list(query: ListQuery): Promise<ListPage> {
     const params = { ...liveEntriesParams(query.prefix, query.afterKey, query.limit, Date.now()), scan: query.limit + LIST_SCAN_SLACK };
     const rows = this.sql.list.iterate(params) as IterableIterator<StoredEntry>;
-    // Rows are stepped one by one (synchronously: one consistent read), so a page of
-    // large values stops early instead of loading them all.
+    // Stepped row by row in one synchronous read, so that large values stop the page early.
     const items: StoredEntry[] = [];
     let chars = 0;
     let truncated = false;
@@ -274,18 +248,12 @@ export class SqliteStore implements LogStore {
     return snapshot;
   }
 
-  /**
-   * Waits until every commit up to `offset` is on disk: no reader sees a record, and no
-   * writer an answer, that a power loss could still take back (an offset once seen is
-   * never reused for something else). Commits are fsynced on the event loop while the
-   * disk is fast (wal-syncer.ts).
-   */
+  /** Waits until every commit up to `offset` is on disk: no one is shown what a power loss could take back. */
   private durable(offset: number, waiter: Waiter = 'reader'): Promise<void> | undefined {
     // No promise at all in the usual case: a read of durable data costs no extra tick.
     return this.syncer && !this.syncer.covers(offset) ? this.syncer.through(offset, waiter) : undefined;
   }
 
-  /** The meta row; a digest not yet worked out reads as null. */
   private readMeta(): Omit<Meta, 'supersededSince'> {
     const row = this.sql.meta.get() as Omit<Meta, 'supersededSince' | 'digest'> & { digest: string | null };
     return { ...row, digest: row.digest === null ? null : DigestSum.fromHex(row.digest) };
@@ -298,11 +266,8 @@ export class SqliteStore implements LogStore {
     return results;
   }
 
-  /**
-   * The group's transaction and what it changes in memory. Apart from commit() so that
-   * the plan is garbage while the answers wait for the fsync: a suspended async function
-   * keeps all its locals, and a scavenge would copy the plan of every group in flight.
-   */
+  // Apart from commit() so that the plan is garbage while the answers wait for the fsync: a
+  // suspended async function keeps its locals, and a scavenge would copy every group's plan.
   private commitGroup(requests: WriteRequest[], now: number): WriteResult[] {
     this.syncer?.check();
     const ts = Math.max(now, this.meta.lastTs);
@@ -406,8 +371,7 @@ export class SqliteStore implements LogStore {
       meta: () => this.meta,
       transaction: <T>(work: () => T): T => {
         const before = { ...this.meta };
-        // A lost compaction step costs nothing but redoing it, so its commit is not
-        // fsynced; the next write's fsync covers it.
+        // A lost step costs only its redoing: not fsynced; the next write's fsync covers it.
         try {
           // IMMEDIATE for the reason the write group's transaction is.
           return this.db.transaction(work).immediate();
@@ -458,11 +422,7 @@ export class SqliteStore implements LogStore {
     await this.room.check((failure) => this.probeWrite(failure));
   }
 
-  /**
-   * After a write failed for want of space: whether one can commit again. A page's
-   * worth of room may be found in the WAL's reused frames while a real write still
-   * needs more, so a minimum of free space on the file system is asked for as well.
-   */
+  /** After a full disk: whether a write can commit again; free space is asked for too, as reused WAL frames may hold too little. */
   private probeWrite(failure: Error): void {
     const { bavail, bsize } = statfsSync(dirname(this.path));
     if (bavail * bsize < MIN_FREE_BYTES) throw failure;
@@ -475,8 +435,7 @@ export class SqliteStore implements LogStore {
 
   async close(): Promise<void> {
     if (!this.db.open) return;
-    // Without a syncer nothing is awaited: the file and its lock are let go before this
-    // returns its promise, so a caller may reopen the file at once.
+    // Without a syncer nothing is awaited: the file and its lock are free at once for a reopen.
     if (this.syncer) await this.syncer.close();
     for (const snapshot of this.snapshots) snapshot.close();
     this.checkpointer?.close();

@@ -1,7 +1,5 @@
-// The SQLite store's worker threads (snapshots, checkpoints) run TypeScript modules of
-// their own. From dist/ a thread runs the compiled module; from the sources (tsx,
-// vitest), which a thread cannot load without a loader of its own (half a second to
-// start), it runs the text of the module's entry function.
+// The worker threads run TypeScript modules: from dist/ the compiled module, from the sources (a thread
+// has no loader: half a second to start one) the text of the entry function.
 import { createRequire } from 'node:module';
 import { isMainThread, Worker, workerData, type WorkerOptions } from 'node:worker_threads';
 

@@ -1,32 +1,12 @@
-// Durable commits. The database runs with synchronous = NORMAL, so a commit writes its
-// WAL frames but does not fsync them; with STATELOG_SYNC=full the store then
-// fdatasyncs the WAL file itself, and answers a write, or shows a reader anything it
-// wrote, only once that has returned. SQLite's recovery replays every WAL frame up to
-// the last valid commit frame, so a commit whose frames are on disk survives a power
-// loss just as with synchronous = FULL; the difference is that the fsync can run where
-// it costs least: on the event loop, or on libuv's thread pool while the event loop
-// goes on parsing requests.
-//
-// On the pool, up to MAX_IN_FLIGHT fsyncs run at once. A commit that lands while one
-// runs starts its own at once instead of waiting for the running one to end: the device
-// overlaps the flushes (bench/fsync.ts measures it), so a group waits about one fsync,
-// not up to two. Each fsync covers every commit written before it started, whichever
-// ends first; once MAX_IN_FLIGHT run, the commits that land meanwhile share the next one.
-//
-// A commit fsyncs on the event loop at once, covering every commit so far, while
-// this disk's fsyncs are short: the hops to the thread pool and back cost more than the
-// fsync itself on a busy machine (figures in docs/BENCHMARKS.md). A blocked loop only
-// makes the next group larger. Once the loop's fsyncs average more than LOOP_FSYNC_MAX_MS (a slow disk, whose
-// fsyncs would stall every read), groups of several requests go back to the pool; a
-// lone commit stays on the loop, and keeps the average up to date.
+// Durable commits with STATELOG_SYNC=full: SQLite runs with synchronous = NORMAL and the WAL is
+// fdatasynced here, on the event loop or the thread pool, wherever it costs least (docs/design.md).
 import { fdatasyncSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 export const MAX_IN_FLIGHT = 2;
-/** The event loop's fsyncs may average this long before groups go back to the pool. */
+/** The event loop's fsyncs may average this long (a fast disk) before groups go back to the pool. */
 export const LOOP_FSYNC_MAX_MS = 2;
-/** Weight of the latest fsync in that average. */
 const LOOP_FSYNC_WEIGHT = 0.2;
 
 /** Who waits: a commit of one request, of several, or a reader (always on the pool). */
@@ -34,9 +14,7 @@ export type Waiter = 'lone commit' | 'group commit' | 'reader';
 
 /** How the WAL is made durable: the defaults are fdatasync, off and on the event loop. */
 export interface Datasync {
-  /** On the thread pool, while the event loop goes on. */
   inBackground(file: FileHandle): Promise<void>;
-  /** On the event loop, for a commit while the disk is fast. */
   now(fd: number): void;
 }
 
@@ -63,12 +41,10 @@ export class WalSyncer {
   /** Every commit up to this offset is on disk. */
   private durable = 0;
   private readonly running = new Set<Fsync>();
-  /** Resolved, and replaced, whenever an fsync ends, well or not. */
   private anyEnded = signal();
   private file: Promise<FileHandle> | null = null;
   /** The WAL once open: an fsync on the event loop needs it at hand. */
   private openFile: FileHandle | null = null;
-  /** The moving average of the event loop's fsyncs, in ms. */
   private loopFsyncMs = 0;
   /** After a failed fsync nothing can be promised any more (the kernel may have dropped the pages). */
   private failure: Error | null = null;
@@ -79,15 +55,10 @@ export class WalSyncer {
     private readonly head: () => number,
     /** How the open WAL is made durable (replaced in tests to hold an fsync or fail it). */
     private readonly datasync: Datasync = FDATASYNC,
-    /** Told once, at the first failed fsync. */
     private readonly onFailure: (err: Error) => void = () => {},
   ) {}
 
-  /**
-   * Resolves once every commit up to `offset` is on disk; throws after a failed fsync.
-   * A commit is fsynced on the event loop, before this returns its promise, as the
-   * header says.
-   */
+  /** Resolves once every commit up to `offset` is on disk (a commit may fsync on the loop first); throws after a failure. */
   async through(offset: number, waiter: Waiter = 'reader'): Promise<void> {
     // Nothing beyond the latest commit can be waited for.
     offset = Math.min(offset, this.head());
@@ -105,12 +76,10 @@ export class WalSyncer {
     }
   }
 
-  /** Whether every commit up to `offset` is already on disk. */
   covers(offset: number): boolean {
     return this.durable >= offset;
   }
 
-  /** Throws if an fsync has failed. */
   check(): void {
     if (this.failure) throw this.failure;
   }
@@ -156,8 +125,7 @@ export class WalSyncer {
     } catch (err) {
       this.fail(err);
     }
-    // Commits waiting on an fsync still running on the pool may be covered now (with
-    // none running, nobody waits).
+    // Waiters on an fsync still running on the pool may be covered now.
     if (this.running.size > 0) this.wakeWaiters();
   }
 
@@ -174,10 +142,7 @@ export class WalSyncer {
     queueMicrotask(() => this.onFailure(failure));
   }
 
-  /**
-   * Opens the WAL (it exists: the store has committed through it) and fsyncs its
-   * directory once, so that the file's own entry is durable too.
-   */
+  /** Opens the WAL and fsyncs its directory once, so that the file's own entry is durable too. */
   private async openWal(): Promise<FileHandle> {
     const file = await open(this.walPath, 'r');
     const dir = await open(dirname(this.walPath), 'r');
