@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatelogClient } from '@statelog/client';
 import { LIST_SCAN_SLACK } from '../src/store/log-store.js';
+import { EXPIRIES_PER_COMMIT, EXPIRIES_PER_TTL_WRITE, EXPIRY_TIME_SHARE } from '../src/writes/write-batcher.js';
 import { json, startApp, tempDir, type TestApp } from './support/helpers.js';
 import { writeTokenFile } from './support/token-file.js';
 
@@ -17,6 +18,17 @@ const put = (app: TestApp, key: string, body: Record<string, unknown>, headers: 
 const sleepUntil = async (ms: number) => {
   while (Date.now() <= ms) await new Promise((resolve) => setTimeout(resolve, Math.max(1, ms - Date.now() + 1)));
 };
+
+/** An app with its expirer off and `count` keys (due/0...) past their TTL. */
+async function withDueKeys(count: number): Promise<TestApp> {
+  const app = (t = await startApp({ STATELOG_EXPIRY_INTERVAL_MS: '0' }));
+  for (let at = 0; at < count; at += 1000) {
+    const records = Array.from({ length: Math.min(1000, count - at) }, (_, i) => ({ key: `due/${at + i}`, value: i, ttlMs: 100 }));
+    await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  return app;
+}
 
 describe('TTL', () => {
   it('expires a key: GET says when, then 404 at once, then one tombstone in the changes', async () => {
@@ -148,6 +160,79 @@ describe('TTL', () => {
     // Without the writer's pace: 25, 100, 400, then 1000 a step, 15 steps.
     expect(app.app.services.expirer.steps).toBeLessThan(15);
     expect((await app.http.get('/v1/stats')).body).toMatchObject({ expiredKeys: 0, tombstones: 12_000 });
+  });
+
+  it('a group commit takes writers first, then at most EXPIRIES_PER_COMMIT deletes beyond EXPIRIES_PER_TTL_WRITE per TTL set, whatever the step', async () => {
+    const app = await withDueKeys(3000);
+    // Each group as the store is asked to commit it: its requests, in order.
+    const { store } = app.app.services;
+    const commit = store.commit.bind(store);
+    const groups: { expiry: boolean; ops: number; ttlSets: number }[][] = [];
+    store.commit = (requests, now) => {
+      groups.push(
+        requests.map((request) => ({
+          expiry: request.ops.some((op) => op.op === 'delete' && op.expiry === true),
+          ops: request.ops.length,
+          ttlSets: request.ops.filter((op) => op.op === 'set' && op.ttlMs !== undefined).length,
+        })),
+      );
+      return commit(requests, now);
+    };
+    let writing = true;
+    // PUTs without a TTL, and batches of sets with one (which come due long after the test).
+    const writers = [
+      ...Array.from({ length: 3 }, async (_, w) => {
+        for (let i = 0; writing; i++) await put(app, `plain/${w}/${i % 10}`, { value: i }).expect(200);
+      }),
+      (async () => {
+        for (let i = 0; writing; i++) {
+          const records = Array.from({ length: 10 }, (_, j) => ({ key: `later/${i}/${j}`, value: j, ttlMs: 600_000 }));
+          await app.http.post('/v1/records').set(json).send({ records }).expect(200);
+        }
+      })(),
+    ];
+    try {
+      expect(await app.app.services.expirer.run()).toBe(3000);
+    } finally {
+      writing = false;
+      await Promise.all(writers);
+    }
+    // Steps of 400 and 1000 deletes, each spread over groups beside the writers' requests.
+    expect(app.app.services.expirer.steps).toBeLessThanOrEqual(6);
+    const summaries = groups.map((group) => ({
+      writers: group.filter((r) => !r.expiry).length,
+      ttlSets: group.reduce((sum, r) => sum + r.ttlSets, 0),
+      expiries: group.filter((r) => r.expiry).length,
+      // The writers' requests come first: no delete before a writer's request.
+      writersFirst: group.every((r, i) => r.expiry || i === 0 || !group[i - 1]!.expiry),
+    }));
+    expect(summaries.some((g) => g.writers > 0 && g.expiries > 0)).toBe(true);
+    expect(summaries.filter((g) => g.expiries > EXPIRIES_PER_COMMIT + EXPIRIES_PER_TTL_WRITE * g.ttlSets)).toEqual([]);
+    expect(summaries.filter((g) => !g.writersFirst)).toEqual([]);
+    expect((await app.http.get('/v1/stats')).body).toMatchObject({ expiredKeys: 0, tombstones: 3000 });
+  });
+
+  it('a mass expiry takes about EXPIRY_TIME_SHARE of the commit time, not all of it', async () => {
+    const app = await withDueKeys(3000);
+    // Each group's commit: when it started, and when the store was done with it.
+    const { store } = app.app.services;
+    const commit = store.commit.bind(store);
+    const spans: { start: number; end: number }[] = [];
+    store.commit = (requests, now) => {
+      const span = { start: performance.now(), end: 0 };
+      spans.push(span);
+      const committing = commit(requests, now);
+      // SQLite does the group's work before returning, PostgreSQL until the promise settles.
+      if (store.appliesBeforeReturning) span.end = performance.now();
+      else void committing.finally(() => (span.end = performance.now())).catch(() => {});
+      return committing;
+    };
+    expect(await app.app.services.expirer.run()).toBe(3000);
+    const busy = spans.reduce((sum, span) => sum + (span.end - span.start), 0);
+    const wall = spans.at(-1)!.end - spans[0]!.start;
+    // Each group's time is followed by three times as long without one (timers only wait longer).
+    expect(busy / wall).toBeLessThan(EXPIRY_TIME_SHARE + 0.1);
+    expect(spans.length).toBeGreaterThanOrEqual(3000 / EXPIRIES_PER_COMMIT);
   });
 
   it('a listing page steps over at most LIST_SCAN_SLACK rows that show nothing, then goes on after them; what it lists equals GET', async () => {

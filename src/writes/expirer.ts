@@ -8,15 +8,18 @@ import type { LogStore } from '../store/log-store.js';
 import type { WriteBatcher } from './write-batcher.js';
 
 /**
- * Keys deleted by a run's first step. Each step's deletes are submitted together, so they
- * ride the same group commit as the writes of that turn, and awaited before the next.
+ * Keys read by a run's first step. A step's deletes go to the batcher's expiry lane
+ * together and are awaited before the next step; the batcher paces them over its group
+ * commits, writers first (write-batcher.ts), so a step's size sets how far ahead the
+ * expirer reads, not what a writer waits for.
  */
 export const EXPIRY_BATCH = 25;
 /**
  * A full step means a backlog: the next one is EXPIRY_GROWTH times larger, up to
  * MAX_EXPIRY_BATCH, or up to twice the records other writers appended during the last
- * step when that is more: beside light writes, a group's deletes stay few; under
- * ingest, the expirer deletes faster than keys are written, so its backlog shrinks.
+ * step when that is more: under ingest the expirer reads due keys faster than they are
+ * written, and the batcher, which gives a group EXPIRIES_PER_TTL_WRITE deletes for each
+ * of its writers' TTL sets, commits them as fast, so the backlog shrinks.
  */
 export const MAX_EXPIRY_BATCH = 1000;
 const EXPIRY_GROWTH = 4;
@@ -75,7 +78,7 @@ export class Expirer {
       const due = await store.dueExpiries(now ?? Date.now(), batch);
       const results = await Promise.all(
         due.map(({ key, offset }) =>
-          batcher.submit({ ops: [{ op: 'delete', key, ifOffset: offset, expiry: true }] }),
+          batcher.submitExpiry({ ops: [{ op: 'delete', key, ifOffset: offset, expiry: true }] }),
         ),
       );
       const appended = results.reduce((sum, result) => sum + result.appended, 0);

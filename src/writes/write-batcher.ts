@@ -5,7 +5,34 @@
 // store (PostgreSQL), new requests wait for the next group; on SQLite the transaction
 // is done when commit() returns, so the next group commits while this one waits for its
 // fsync, and one fsync serves every group committed before it started (wal-syncer.ts).
+//
+// The expirer's deletes wait in a lane of their own (submitExpiry) and are paced here,
+// so that writers never wait behind many of them. A group takes every writer's request
+// first, then from the lane EXPIRIES_PER_TTL_WRITE deletes for each op of its writers
+// that sets a TTL (ingest with TTLs pays for its own expiry, so the deletes keep pace
+// with any such ingest), then EXPIRIES_PER_COMMIT more if the expiry's time share
+// allows: the deletes' part of such a group's commit time, times
+// (1 / EXPIRY_TIME_SHARE - 1), passes before the next group takes those. The rest of
+// the lane waits for later groups; with no writer about, a group of deletes alone
+// commits as soon as the share allows (docs/ttl-and-digest.md).
 import type { LogStore, WriteRequest, WriteResult } from '../store/log-store.js';
+
+/**
+ * The deletes a group takes beyond what its writers' TTLs pay for, when the time share
+ * allows: about a millisecond of a commit (bench/expiry.ts).
+ */
+export const EXPIRIES_PER_COMMIT = 100;
+/**
+ * Deletes a group takes for each op of its writers that sets a TTL: more than one for
+ * one, so that a backlog left by a pause shrinks while the ingest goes on
+ * (bench/expiry-pace.ts).
+ */
+export const EXPIRIES_PER_TTL_WRITE = 4;
+/**
+ * The share of the time the deletes beyond the writers' TTLs may take: writers beside a
+ * mass expiry keep the rest of the event loop (SQLite) or of the commits (PostgreSQL).
+ */
+export const EXPIRY_TIME_SHARE = 0.25;
 
 interface Pending {
   request: WriteRequest;
@@ -27,7 +54,13 @@ export interface WriteBatcherOptions {
 
 export class WriteBatcher {
   private queue: Pending[] = [];
+  /** The expirer's requests not yet in a group, oldest first. */
+  private expiries: Pending[] = [];
   private scheduled = false;
+  /** performance.now() before which no group takes EXPIRIES_PER_COMMIT deletes. */
+  private expiryShareAt = 0;
+  /** Schedules a group of deletes alone once the time share allows it. */
+  private expiryTimer: NodeJS.Timeout | null = null;
   /** A commit whose transaction is still running (asynchronous stores). */
   private inFlight: Promise<void> | null = null;
   /** Groups whose transaction is done, waiting to be durable (SQLite). */
@@ -46,15 +79,24 @@ export class WriteBatcher {
   }
 
   submit(request: WriteRequest): Promise<WriteResult> {
+    return this.enqueue(this.queue, request);
+  }
+
+  /** One of the expirer's deletes: it goes into a later group, after writers' requests, as the lane's pace allows. */
+  submitExpiry(request: WriteRequest): Promise<WriteResult> {
+    return this.enqueue(this.expiries, request);
+  }
+
+  private enqueue(into: Pending[], request: WriteRequest): Promise<WriteResult> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ request, resolve, reject });
+      into.push({ request, resolve, reject });
       this.schedule();
     });
   }
 
   /** Resolves once every request submitted so far has been committed and answered. */
   async drain(): Promise<void> {
-    while (this.inFlight || this.queue.length > 0 || this.awaitingSync.size > 0) {
+    while (this.inFlight || this.queue.length > 0 || this.expiries.length > 0 || this.awaitingSync.size > 0) {
       await (this.inFlight ?? [...this.awaitingSync][0] ?? new Promise((resolve) => setImmediate(resolve)));
     }
   }
@@ -64,22 +106,63 @@ export class WriteBatcher {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
+      if (this.queue.length === 0 && !this.expiriesAloneNow()) return;
       const flushing = this.flush();
       if (this.store.appliesBeforeReturning) {
         this.awaitingSync.add(flushing);
         void flushing.finally(() => this.awaitingSync.delete(flushing));
+        if (this.expiries.length > 0) this.schedule();
         return;
       }
       this.inFlight = flushing.finally(() => {
         this.inFlight = null;
-        if (this.queue.length > 0) this.schedule();
+        if (this.queue.length > 0 || this.expiries.length > 0) this.schedule();
       });
     });
+  }
+
+  /**
+   * Whether a group of the expirer's deletes alone may commit now; if some wait for the
+   * time share, a timer schedules them (a writer's group may take them before).
+   */
+  private expiriesAloneNow(): boolean {
+    if (this.expiries.length === 0) return false;
+    const wait = this.expiryShareAt - performance.now();
+    if (wait <= 0) return true;
+    this.expiryTimer ??= setTimeout(() => {
+      this.expiryTimer = null;
+      this.schedule();
+    }, Math.ceil(wait));
+    return false;
+  }
+
+  /**
+   * Moves into the group the expirer's deletes it may take (see the header); returns
+   * the share of the group's ops that the time share is charged for (0: none).
+   */
+  private takeExpiries(group: Pending[]): number {
+    if (this.expiries.length === 0) return 0;
+    let ops = 0;
+    let ttlWrites = 0;
+    for (const pending of group) {
+      for (const op of pending.request.ops) if (op.op === 'set' && op.ttlMs !== undefined) ttlWrites += 1;
+      ops += pending.request.ops.length;
+    }
+    const paid = Math.min(this.expiries.length, EXPIRIES_PER_TTL_WRITE * ttlWrites);
+    const shared = paid < this.expiries.length && performance.now() >= this.expiryShareAt ? Math.min(this.expiries.length - paid, EXPIRIES_PER_COMMIT) : 0;
+    for (const pending of this.expiries.splice(0, paid + shared)) group.push(pending);
+    return shared / (ops + paid + shared);
+  }
+
+  /** After a group whose deletes beyond its writers' TTLs were `share` of its ops, and which took `ms`. */
+  private chargeExpiries(share: number, ms: number): void {
+    this.expiryShareAt = performance.now() + share * ms * (1 / EXPIRY_TIME_SHARE - 1);
   }
 
   private async flush(): Promise<void> {
     const group = this.queue;
     this.queue = [];
+    const share = this.takeExpiries(group);
     let results: WriteResult[];
     let head: number;
     const started = performance.now();
@@ -90,7 +173,11 @@ export class WriteBatcher {
       );
       // This group's head, before later groups commit while it waits for its fsync.
       head = this.store.position().head;
+      // What the group cost writers: the event loop's time (SQLite), or the time it held
+      // the next group back (PostgreSQL commits one group at a time).
+      if (share > 0 && this.store.appliesBeforeReturning) this.chargeExpiries(share, performance.now() - started);
       results = await committing;
+      if (share > 0 && !this.store.appliesBeforeReturning) this.chargeExpiries(share, performance.now() - started);
     } catch (err) {
       for (const pending of group) pending.reject(err);
       return;
