@@ -34,6 +34,8 @@ export class TailWindow {
   private start = -1;
   private end = -1;
   private epoch = '';
+  /** Whether the store was read since the window was (re)started. */
+  private hasRead = false;
   /** The refresh under way, shared by the readers that need it. */
   private refreshing: Promise<void> | null = null;
   private readonly limits: TailWindowLimits;
@@ -50,7 +52,9 @@ export class TailWindow {
   async read(query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
     const position = this.store.position();
     if (this.epoch !== position.epoch || this.start < 0) this.reset(position.head, position.epoch);
-    if (query.after >= this.start && this.end < position.head) await this.refresh();
+    // A new window reads the store once, even at the head: a database that cannot be read
+    // answers its error, not an empty page from memory.
+    if (query.after >= this.start && (this.end < position.head || !this.hasRead)) await this.refresh();
     // Behind the window, or ahead of what this node has read (another node's commit):
     // the store answers, and checks the position against the database.
     if (query.after < this.start || query.after > this.end) {
@@ -104,6 +108,7 @@ export class TailWindow {
     this.start = head;
     this.end = head;
     this.epoch = epoch;
+    this.hasRead = false;
   }
 
   private refresh(): Promise<void> {
@@ -126,6 +131,7 @@ export class TailWindow {
     }
     const last = page.records[page.records.length - 1];
     this.end = page.full && last ? last.offset : page.examined;
+    this.hasRead = true;
     this.evict();
   }
 
