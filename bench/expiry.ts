@@ -68,9 +68,11 @@ export const expiryFigure: Figure = {
         const idleAt = expiresAt - settings.seconds * 1000 - 500;
         if (idleAt < Date.now()) throw new Error('the fill took longer than its budget');
         await sleep(idleAt - Date.now());
-        idle.push(await httpLoad(server.url, CONNECTIONS, settings.seconds, put));
         const before = (await stats(server.url)).head;
-        await sleep(Math.max(0, expiresAt - Date.now()));
+        idle.push(await httpLoad(server.url, CONNECTIONS, settings.seconds, put));
+        // A request that stalled for half a second would put the expiry into the idle side.
+        if (Date.now() >= expiresAt) throw new Error('the idle side ran into the expiry: the host is too busy for this figure');
+        await sleep(expiresAt - Date.now());
         expiring.push(await httpLoad(server.url, CONNECTIONS, settings.seconds, put));
         // liveKeys leaves expired keys out at once; expiredKeys counts those without a tombstone.
         while ((await stats(server.url)).expiredKeys > 0) await sleep(50);
