@@ -3,7 +3,7 @@
 // (The reader here is behind the tail window, which has not read yet: the store answers.)
 import { describe, expect, it } from 'vitest';
 import type { ChangesPage, LogStore } from '../src/store/log-store.js';
-import { ReadTurns } from '../src/feed/read-turns.js';
+import { ReaderGone, ReadTurns } from '../src/feed/read-turns.js';
 import { TailPages } from '../src/feed/tail-pages.js';
 import { TailWindow } from '../src/feed/tail-window.js';
 
@@ -37,5 +37,21 @@ describe('TailPages', () => {
     await expect(tail.read(query)).rejects.toThrow('ECONNREFUSED');
     expect((await tail.read(query)).text).toBe('5');
     expect(store.reads).toBe(2);
+  });
+
+  it('reads for a reader that joined when the one who asked first went away', async () => {
+    const store = flakyStore(0);
+    const tail = new TailPages(store, new TailWindow(store, new ReadTurns()), (records) => records.map((r) => r.offset).join());
+    const first = tail.read(query, () => true);
+    const joiner = tail.read(query, () => false);
+    expect([(await first).text, (await joiner).text, store.reads]).toEqual(['5', '5', 1]);
+  });
+
+  it('skips the store when every reader sharing the read went away', async () => {
+    const store = flakyStore(0);
+    const tail = new TailPages(store, new TailWindow(store, new ReadTurns()), (records) => records.map((r) => r.offset).join());
+    const reads = [tail.read(query, () => true), tail.read(query, () => true)];
+    for (const read of reads) await expect(read).rejects.toBeInstanceOf(ReaderGone);
+    expect(store.reads).toBe(0);
   });
 });

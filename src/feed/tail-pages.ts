@@ -13,10 +13,16 @@ export interface RenderedPage<Rendered> {
   text: Rendered;
 }
 
+interface SharedPage<Rendered> {
+  reading: Promise<RenderedPage<Rendered>>;
+  /** Each sharing reader's `gone`: the store is skipped only when all of them left. */
+  readers: ((() => boolean) | undefined)[];
+}
+
 export class TailPages<Rendered> {
   private pagesHead = -1;
   /** Promises, so that readers woken together share the read already under way. */
-  private readonly pages = new Map<string, Promise<RenderedPage<Rendered>>>();
+  private readonly pages = new Map<string, SharedPage<Rendered>>();
 
   constructor(
     private readonly store: LogStore,
@@ -49,14 +55,17 @@ export class TailPages<Rendered> {
       // The horizon moves without the head (compaction): check it afresh. A record
       // compacted away since the read is harmless: a later one for its key follows.
       checkReader(query.after, position);
-      return shared;
+      shared.readers.push(gone);
+      return shared.reading;
     }
-    const reading = this.window.read(query, gone).then((page) => ({ page, text: this.render(page.records) }));
+    const readers = [gone];
+    const allGone = (): boolean => readers.every((isGone) => isGone?.() === true);
+    const reading = this.window.read(query, allGone).then((page) => ({ page, text: this.render(page.records) }));
     if (this.pages.size < MAX_PAGES) {
-      this.pages.set(key, reading);
+      this.pages.set(key, { reading, readers });
       // A failed read (the database unreachable for a moment) is not kept for the next reader.
       reading.catch(() => {
-        if (this.pages.get(key) === reading) this.pages.delete(key);
+        if (this.pages.get(key)?.reading === reading) this.pages.delete(key);
       });
     }
     return reading;
