@@ -41,7 +41,7 @@ interface Subscriber {
   ask<T>(message: { type: string; [field: string]: unknown }): Promise<T>;
 }
 
-function startSubscribers(base: string, count: number): Subscriber {
+export function startSubscribers(base: string, count: number): Subscriber {
   // Plain JavaScript, without tsx's loader: see bench/fanout-subscriber.mjs.
   const child = fork(fileURLToPath(new URL('./fanout-subscriber.mjs', import.meta.url)), [base, String(count)], { execArgv: [] });
   const next = <T>(type: string) =>
@@ -65,7 +65,7 @@ function startSubscribers(base: string, count: number): Subscriber {
 }
 
 /** The subscribers' histograms of one kind, added bucket by bucket. */
-function added(histograms: number[][]): number[] {
+export function added(histograms: number[][]): number[] {
   return histograms[0]!.map((_, i) => histograms.reduce((sum, h) => sum + h[i]!, 0));
 }
 

@@ -1,11 +1,12 @@
 // Many followers, one origin (npm run bench -- --only followers): what a restart herd of
-// snapshot readers and a thousand long-poll followers cost the server, with the code
-// before shared snapshots and Link (BASE_COMMIT, built beside this checkout) side by
-// side in one run, and the same followers behind nginx with
+// snapshot readers, a thousand long-poll followers and a thousand SSE subscribers cost
+// the server, with the code before shared snapshots and Link (BASE_COMMIT, built beside
+// this checkout) side by side in one run, the long polls also against a bare relay
+// (bench/longpoll-bare-server.ts), and the same followers behind nginx with
 // deploy/nginx/statelog.conf.template. Counts (reads of the store, requests reaching
 // the server) do not depend on the machine's load; times and CPU do.
-// Options (environment): WORKERS, KEYS, POLLERS, POLL_WRITES, NGINX_POLLERS, NGINX_WRITES,
-// SECONDS, BASE_COMMIT.
+// Options (environment): WORKERS, KEYS, POLLERS, POLL_WRITES, STREAMS, STREAM_WRITES,
+// NGINX_POLLERS, NGINX_WRITES, SECONDS, BASE_COMMIT.
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,6 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { SERVER_ENTRY } from '../harness/build.js';
 import { hasNginx, startNginx } from '../harness/nginx.js';
 import { buildCommit } from './base-build.js';
+import { describeCpu, measureCpu, pidsNamed } from './cpu-share.js';
+import { added, startSubscribers } from './fanout.js';
 import type { Figure } from './figure.js';
 import { filledTemplate, histogramPercentile, round, sleep, workingCopy } from './lib.js';
 import { startServer, type ServerProcess } from './server-process.js';
@@ -26,6 +29,8 @@ interface Scale {
   keys: number;
   pollers: number;
   pollWrites: number;
+  streams: number;
+  streamWrites: number;
   nginxPollers: number;
   nginxWrites: number;
   seconds: number;
@@ -160,12 +165,18 @@ async function polls(server: ServerProcess, base: string, count: number, rate: n
   await sleep(1500);
   const cpu = server.cpuSeconds();
   const before = upstream?.() ?? 0;
-  const head = await paced(server.base, rate, seconds);
-  const deadline = Date.now() + 60_000;
-  while ((await pollers.ask<{ lowest: number }>('progress')).some((p) => p.lowest < head)) {
-    if (Date.now() > deadline) throw new Error('followers did not reach the head');
-    await sleep(100);
-  }
+  // Where the two cores went: what bounds the delay when the host, not the server, is full.
+  const { cpu: share } = await measureCpu(
+    { server: () => [server.child.pid!], nginx: () => pidsNamed('nginx'), followers: () => pollers.children.map((child) => child.pid!) },
+    async () => {
+      const head = await paced(server.base, rate, seconds);
+      const deadline = Date.now() + 60_000;
+      while ((await pollers.ask<{ lowest: number }>('progress')).some((p) => p.lowest < head)) {
+        if (Date.now() > deadline) throw new Error('followers did not reach the head');
+        await sleep(100);
+      }
+    },
+  );
   const cpuSeconds = server.cpuSeconds() - cpu;
   const passed = upstream ? upstream() - before : null;
   type Report = { histogram: number[]; requests: number; received: number; failures: number };
@@ -181,6 +192,37 @@ async function polls(server: ServerProcess, base: string, count: number, rate: n
     delayP50Ms: histogramPercentile(histogram, 50, 1),
     delayP99Ms: histogramPercentile(histogram, 99, 1),
     failures: reports.reduce((sum, r) => sum + r.failures, 0),
+    cpu: describeCpu(share),
+  };
+}
+
+/** `count` SSE subscribers (`/v1/changes/stream`) while `rate` single writes a second commit. */
+async function streams(server: ServerProcess, count: number, rate: number, seconds: number) {
+  // Four processes: each scans its streams' bytes, a thousand streams a write.
+  const sizes = Array.from({ length: 4 }, (_, i) => Math.floor(count / 4) + (i < count % 4 ? 1 : 0)).filter((n) => n > 0);
+  const subscribers = sizes.map((size) => startSubscribers(server.base, size));
+  await Promise.all(subscribers.map((s) => s.next('ready')));
+  // No warm-up: every record counts (the subscriber keeps records up to `head` apart).
+  await Promise.all(subscribers.map((s) => s.ask({ type: 'warmed-up', head: 0 })));
+  await sleep(1000);
+  const cpu = server.cpuSeconds();
+  const head = await paced(server.base, rate, seconds);
+  const deadline = Date.now() + 60_000;
+  while ((await Promise.all(subscribers.map((s) => s.ask<{ lowest: number }>({ type: 'progress' })))).some((p) => p.lowest < head)) {
+    if (Date.now() > deadline) throw new Error('subscribers did not reach the head');
+    await sleep(100);
+  }
+  const cpuSeconds = server.cpuSeconds() - cpu;
+  type Report = { histogram: number[]; received: number };
+  const reports = await Promise.all(subscribers.map((s) => s.ask<Report>({ type: 'report' })));
+  const histogram = added(reports.map((r) => r.histogram));
+  const writes = rate * seconds;
+  return {
+    writes,
+    delivered: reports.reduce((sum, r) => sum + r.received, 0) === writes * count,
+    serverCpuMsPerWrite: round((cpuSeconds * 1000) / writes, 2),
+    delayP50Ms: histogramPercentile(histogram, 50, 0.1),
+    delayP99Ms: histogramPercentile(histogram, 99, 0.1),
   };
 }
 
@@ -202,6 +244,8 @@ export const followersFigure: Figure = {
       keys: Number(process.env.KEYS ?? (settings.smoke ? 1000 : 200_000)),
       pollers: Number(process.env.POLLERS ?? (settings.smoke ? 10 : 1000)),
       pollWrites: Number(process.env.POLL_WRITES ?? 20),
+      streams: Number(process.env.STREAMS ?? (settings.smoke ? 10 : 1000)),
+      streamWrites: Number(process.env.STREAM_WRITES ?? 50),
       nginxPollers: Number(process.env.NGINX_POLLERS ?? (settings.smoke ? 10 : 2000)),
       nginxWrites: Number(process.env.NGINX_WRITES ?? 10),
       seconds: Number(process.env.SECONDS ?? (settings.smoke ? 1 : 10)),
@@ -212,6 +256,7 @@ export const followersFigure: Figure = {
     const sides = { before: base, now: SERVER_ENTRY } as const;
     const herds: Record<string, Awaited<ReturnType<typeof herd>>> = {};
     const pollsDirect: Record<string, Awaited<ReturnType<typeof polls>>> = {};
+    const streamsDirect: Record<string, Awaited<ReturnType<typeof streams>>> = {};
     let herdNginx: (Awaited<ReturnType<typeof herd>> & { serverAnswers: number }) | null = null;
     let pollsNginx: Awaited<ReturnType<typeof polls>> | null = null;
     try {
@@ -225,7 +270,12 @@ export const followersFigure: Figure = {
         settings.log(`restart herd, ${side}: ${JSON.stringify(herds[side])}`);
         pollsDirect[side] = await withServer(entry, join(dir, `polls-${side}.db`), (server) => polls(server, server.base, scale.pollers, scale.pollWrites, scale.seconds));
         settings.log(`${scale.pollers} long polls at ${scale.pollWrites} writes/s, ${side}: ${JSON.stringify(pollsDirect[side])}`);
+        streamsDirect[side] = await withServer(entry, join(dir, `streams-${side}.db`), (server) => streams(server, scale.streams, scale.streamWrites, scale.seconds));
+        settings.log(`${scale.streams} SSE subscribers at ${scale.streamWrites} writes/s, ${side}: ${JSON.stringify(streamsDirect[side])}`);
       }
+      // The floor: the same followers against a relay that keeps records in memory and uses no framework.
+      pollsDirect['bare relay'] = await withServer('bench/longpoll-bare-server.ts', join(dir, 'polls-bare.db'), (server) => polls(server, server.base, scale.pollers, scale.pollWrites, scale.seconds));
+      settings.log(`${scale.pollers} long polls at ${scale.pollWrites} writes/s, bare relay: ${JSON.stringify(pollsDirect['bare relay'])}`);
       if (hasNginx) {
         const copy = workingCopy(template, 'followers-nginx');
         try {
@@ -261,7 +311,8 @@ export const followersFigure: Figure = {
     ];
     return {
       scale:
-        `${scale.workers} workers × ${scale.keys.toLocaleString()} keys at once; ${scale.pollers} long polls (wait=30) at ${scale.pollWrites} writes/s and ` +
+        `${scale.workers} workers × ${scale.keys.toLocaleString()} keys at once; ${scale.pollers} long polls (wait=30) at ${scale.pollWrites} writes/s; ` +
+        `${scale.streams} SSE subscribers at ${scale.streamWrites} writes/s; ` +
         `${scale.nginxPollers} through nginx at ${scale.nginxWrites} writes/s, ${scale.seconds} s; "before" is commit ${BASE_COMMIT}, built beside this one; STATELOG_SYNC=normal`,
       settings: { ...scale, baseCommit: BASE_COMMIT },
       metrics: [
@@ -272,6 +323,10 @@ export const followersFigure: Figure = {
         ...both('long polls: server CPU a write', 'ms', (side) => pollsDirect[side]!.serverCpuMsPerWrite, { op: '<=', value: 15 }),
         ...both('long polls: requests to the server a write', '', (side) => pollsDirect[side]!.serverRequestsPerWrite),
         ...both('long polls: delay p99', 'ms', (side) => pollsDirect[side]!.delayP99Ms),
+        { label: 'long polls: server CPU a write, bare relay', unit: 'ms', values: [pollsDirect['bare relay']!.serverCpuMsPerWrite] },
+        { label: 'long polls: requests to the server a write, bare relay', unit: '', values: [pollsDirect['bare relay']!.serverRequestsPerWrite] },
+        ...both('SSE subscribers: server CPU a write', 'ms', (side) => streamsDirect[side]!.serverCpuMsPerWrite, { op: '<=', value: 8 }),
+        ...both('SSE subscribers: delay p99', 'ms', (side) => streamsDirect[side]!.delayP99Ms, { op: '<=', value: 50 }),
         ...(herdNginx
           ? [
               { label: 'restart herd through nginx: snapshots the server answered', unit: '', values: [herdNginx.serverAnswers], target: { op: '<=' as const, value: 3 } },
@@ -285,7 +340,7 @@ export const followersFigure: Figure = {
             ]
           : []),
       ],
-      details: { herds, pollsDirect, herdNginx, pollsNginx },
+      details: { herds, pollsDirect, streamsDirect, herdNginx, pollsNginx },
       notes: [
         'Reads of the store and requests reaching the server are counts: they do not depend on the machine. Times and CPU do: the followers, nginx and the server share two cores.',
       ],

@@ -1,11 +1,14 @@
 // A large restart herd (npm run bench -- --only herd-large): WORKERS snapshot readers
 // (default 1,000) of KEYS live keys at once against the server as it is, with the
 // server's peak memory and the disk its spools take, which must stay bounded by one
-// snapshot whatever the number of readers. Options (environment): WORKERS, KEYS.
+// snapshot whatever the number of readers; then the same herd through nginx
+// (deploy/nginx/statelog.conf.template), where nginx is installed. Options
+// (environment): WORKERS, KEYS.
 import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SERVER_ENTRY } from '../harness/build.js';
+import { hasNginx, startNginx } from '../harness/nginx.js';
 import type { Figure } from './figure.js';
 import { herd, withServer } from './followers.js';
 import { filledTemplate, workingCopy } from './lib.js';
@@ -55,8 +58,19 @@ export const herdLargeFigure: Figure = {
         { STATELOG_SPOOL_DIR: spool },
       );
       settings.log(`${workers} workers × ${keys} keys: ${JSON.stringify(result)}`);
+      const throughNginx = hasNginx
+        ? await withServer(SERVER_ENTRY, copy.path, async (server) => {
+            const nginx = await startNginx(join(spool, 'nginx'), server.base.replace(/^http:\/\//, ''));
+            try {
+              return { ...(await herd(server, nginx.url, '/v1/snapshot?minOffset=0', workers)), serverAnswers: nginx.upstreamRequests('/v1/snapshot') };
+            } finally {
+              await nginx.stop();
+            }
+          })
+        : null;
+      if (throughNginx) settings.log(`through nginx: ${JSON.stringify(throughNginx)}`);
       return {
-        scale: `${workers} workers × ${keys.toLocaleString()} keys at once (GET /v1/snapshot?minOffset=0, direct); STATELOG_SYNC=normal`,
+        scale: `${workers} workers × ${keys.toLocaleString()} keys at once (GET /v1/snapshot?minOffset=0), direct and through nginx; STATELOG_SYNC=normal`,
         settings: { workers, keys },
         metrics: [
           { label: 'all ready', unit: 's', values: [result.allReadySeconds] },
@@ -66,8 +80,15 @@ export const herdLargeFigure: Figure = {
           { label: 'server memory at rest', unit: 'MB', values: [result.idleRssMb] },
           { label: 'server memory at its peak', unit: 'MB', values: [result.peakRssMb] },
           { label: 'spool disk at its peak', unit: 'MB', values: [result.peakSpoolMb] },
+          ...(throughNginx
+            ? [
+                { label: 'through nginx: snapshots the server answered', unit: '', values: [throughNginx.serverAnswers] },
+                { label: 'through nginx: all ready', unit: 's', values: [throughNginx.allReadySeconds] },
+                { label: 'through nginx: server CPU a key delivered', unit: 'µs', values: [throughNginx.cpuMicrosecondsPerKey] },
+              ]
+            : []),
         ],
-        details: result,
+        details: { direct: result, throughNginx },
         notes: ['Reads of the store are a count; times, CPU and memory depend on the machine: the readers and the server share two cores.'],
       };
     } finally {

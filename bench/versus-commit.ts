@@ -61,7 +61,7 @@ try {
       'base / bare (req/s)': summary(ratios(pick('base', 'rps'), pick('bare', 'rps')).map((r) => round(r, 3))),
     }),
   };
-  for (const [label, s] of Object.entries(figures)) console.log(`${label}: ${s.median} [${s.min} – ${s.max}]`);
+  for (const [label, s] of Object.entries(figures)) console.log(`${label}: ${round(s.median, 3)} [${s.min} – ${s.max}]`);
   const file = join(ROOT, 'bench', 'results', `versus-${options.base}-${kind}-${new Date().toISOString().slice(0, 10)}.json`);
   writeFileSync(file, `${JSON.stringify({ ...options, load: kind.toUpperCase(), connections: 50, figures, runs }, null, 2)}\n`);
   console.log(`results: ${file}`);
