@@ -1,8 +1,9 @@
 // The fan-out bench's baseline: the least a server can do to relay records to SSE
 // subscribers on this machine. It stores nothing and fsyncs nothing: POST /v1/records
-// stamps each record with an offset and the time, and writes the events to every open
-// GET /v1/changes/stream at once, in statelog's own event format. What statelog adds
-// on top of this (durability, reading the log, the HTTP framework) is the difference.
+// (and PUT /v1/keys/:key, one record) stamps each record with an offset and the time,
+// and writes the events to every open GET /v1/changes/stream at once, in statelog's own
+// event format. What statelog adds on top of this (durability, reading the log, the HTTP
+// framework) is the difference.
 import http from 'node:http';
 
 let head = 0;
@@ -29,6 +30,18 @@ const server = http.createServer((req, res) => {
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(`{"offset":${relay(body)}}`);
+    });
+    return;
+  }
+  if (req.method === 'PUT' && req.url?.startsWith('/v1/keys/')) {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      const key = decodeURIComponent(req.url!.slice('/v1/keys/'.length));
+      const { value } = JSON.parse(body) as { value: unknown };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`{"offset":${relay(JSON.stringify({ records: [{ key, value }] }))}}`);
     });
     return;
   }

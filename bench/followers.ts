@@ -1,8 +1,9 @@
 // Many followers, one origin (npm run bench -- --only followers): what a restart herd of
 // snapshot readers, a thousand long-poll followers and a thousand SSE subscribers cost
 // the server, with the code before shared snapshots and Link (BASE_COMMIT, built beside
-// this checkout) side by side in one run, the long polls also against a bare relay
-// (bench/longpoll-bare-server.ts), and the same followers behind nginx with
+// this checkout) side by side in one run, the long polls and streams also against bare
+// relays (bench/longpoll-bare-server.ts, bench/fanout-bare-server.ts), and the same
+// followers behind nginx with
 // deploy/nginx/statelog.conf.template. Counts (reads of the store, requests reaching
 // the server) do not depend on the machine's load; times and CPU do.
 // Options (environment): WORKERS, KEYS, POLLERS, POLL_WRITES, STREAMS, STREAM_WRITES,
@@ -197,7 +198,7 @@ async function polls(server: ServerProcess, base: string, count: number, rate: n
 }
 
 /** `count` SSE subscribers (`/v1/changes/stream`) while `rate` single writes a second commit. */
-async function streams(server: ServerProcess, count: number, rate: number, seconds: number) {
+export async function streams(server: ServerProcess, count: number, rate: number, seconds: number) {
   // Four processes: each scans its streams' bytes, a thousand streams a write.
   const sizes = Array.from({ length: 4 }, (_, i) => Math.floor(count / 4) + (i < count % 4 ? 1 : 0)).filter((n) => n > 0);
   const subscribers = sizes.map((size) => startSubscribers(server.base, size));
@@ -273,6 +274,8 @@ export const followersFigure: Figure = {
         streamsDirect[side] = await withServer(entry, join(dir, `streams-${side}.db`), (server) => streams(server, scale.streams, scale.streamWrites, scale.seconds));
         settings.log(`${scale.streams} SSE subscribers at ${scale.streamWrites} writes/s, ${side}: ${JSON.stringify(streamsDirect[side])}`);
       }
+      streamsDirect['bare relay'] = await withServer('bench/fanout-bare-server.ts', join(dir, 'streams-bare.db'), (server) => streams(server, scale.streams, scale.streamWrites, scale.seconds));
+      settings.log(`${scale.streams} SSE subscribers at ${scale.streamWrites} writes/s, bare relay: ${JSON.stringify(streamsDirect['bare relay'])}`);
       // The floor: the same followers against a relay that keeps records in memory and uses no framework.
       pollsDirect['bare relay'] = await withServer('bench/longpoll-bare-server.ts', join(dir, 'polls-bare.db'), (server) => polls(server, server.base, scale.pollers, scale.pollWrites, scale.seconds));
       settings.log(`${scale.pollers} long polls at ${scale.pollWrites} writes/s, bare relay: ${JSON.stringify(pollsDirect['bare relay'])}`);
@@ -327,6 +330,7 @@ export const followersFigure: Figure = {
         { label: 'long polls: requests to the server a write, bare relay', unit: '', values: [pollsDirect['bare relay']!.serverRequestsPerWrite] },
         ...both('SSE subscribers: server CPU a write', 'ms', (side) => streamsDirect[side]!.serverCpuMsPerWrite, { op: '<=', value: 8 }),
         ...both('SSE subscribers: delay p99', 'ms', (side) => streamsDirect[side]!.delayP99Ms, { op: '<=', value: 50 }),
+        { label: 'SSE subscribers: server CPU a write, bare relay', unit: 'ms', values: [streamsDirect['bare relay']!.serverCpuMsPerWrite] },
         ...(herdNginx
           ? [
               { label: 'restart herd through nginx: snapshots the server answered', unit: '', values: [herdNginx.serverAnswers], target: { op: '<=' as const, value: 3 } },
