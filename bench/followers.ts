@@ -161,7 +161,7 @@ async function paced(base: string, rate: number, seconds: number): Promise<numbe
  * `count` long-poll followers at the head of `base` while `rate` writes a second commit;
  * `upstream` counts the requests that reached the server (without it, the followers' own).
  */
-async function polls(server: ServerProcess, base: string, count: number, rate: number, seconds: number, upstream?: () => number) {
+export async function polls(server: ServerProcess, base: string, count: number, rate: number, seconds: number, upstream?: () => number) {
   const pollers = await startPollers(base, count, 0);
   await sleep(1500);
   const cpu = server.cpuSeconds();
