@@ -1,6 +1,8 @@
 // The pages shared by change streams at the head: a read that failed (the database out
 // of reach for a moment) must not be handed to the next reader as if it were the page.
 // (The reader here is behind the tail window, which has not read yet: the store answers.)
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import type { ChangesPage, LogStore } from '../src/store/log-store.js';
 import { ReaderGone, ReadTurns } from '../src/feed/read-turns.js';
@@ -53,5 +55,22 @@ describe('TailPages', () => {
     const reads = [tail.read(query, () => true), tail.read(query, () => true)];
     for (const read of reads) await expect(read).rejects.toBeInstanceOf(ReaderGone);
     expect(store.reads).toBe(0);
+  });
+
+  it('holds no reader once its page is read: a page shared while the head stays keeps no request', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const store = flakyStore(0);
+    const tail = new TailPages(store, new TailWindow(store, new ReadTurns()), (records) => records.map((r) => r.offset).join());
+    await tail.read(query);
+    let joined: WeakRef<object> | undefined;
+    await (async () => {
+      const request = { socket: new Array(1000).fill(0) };
+      joined = new WeakRef(request);
+      await tail.read(query, () => request.socket.length === 0);
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    gc();
+    expect(joined!.deref()).toBeUndefined();
   });
 });

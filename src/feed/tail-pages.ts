@@ -15,8 +15,11 @@ export interface RenderedPage<Rendered> {
 
 interface SharedPage<Rendered> {
   reading: Promise<RenderedPage<Rendered>>;
-  /** Each sharing reader's `gone`: the store is skipped only when all of them left. */
-  readers: ((() => boolean) | undefined)[];
+  /**
+   * Each sharing reader's `gone` while the read is under way (the store is skipped only when
+   * all of them left); null once read, so that a page shared for long holds no request.
+   */
+  readers: ((() => boolean) | undefined)[] | null;
 }
 
 export class TailPages<Rendered> {
@@ -55,18 +58,20 @@ export class TailPages<Rendered> {
       // The horizon moves without the head (compaction): check it afresh. A record
       // compacted away since the read is harmless: a later one for its key follows.
       checkReader(query.after, position);
-      shared.readers.push(gone);
+      shared.readers?.push(gone);
       return shared.reading;
     }
     const readers = [gone];
     const allGone = (): boolean => readers.every((isGone) => isGone?.() === true);
     const reading = this.window.read(query, allGone).then((page) => ({ page, text: this.render(page.records) }));
     if (this.pages.size < MAX_PAGES) {
-      this.pages.set(key, { reading, readers });
-      // A failed read (the database unreachable for a moment) is not kept for the next reader.
-      reading.catch(() => {
-        if (this.pages.get(key)?.reading === reading) this.pages.delete(key);
-      });
+      const entry: SharedPage<Rendered> = { reading, readers };
+      this.pages.set(key, entry);
+      reading.then(
+        () => (entry.readers = null),
+        // A failed read (the database unreachable for a moment) is not kept for the next reader.
+        () => this.pages.get(key) === entry && this.pages.delete(key),
+      );
     }
     return reading;
   }
