@@ -5,6 +5,7 @@
 // event format. What statelog adds on top of this (durability, reading the log, the HTTP
 // framework) is the difference.
 import http from 'node:http';
+import { listenBare } from './listen-bare.js';
 
 let head = 0;
 const streams = new Set<http.ServerResponse>();
@@ -55,8 +56,4 @@ const server = http.createServer((req, res) => {
   res.writeHead(404).end();
 });
 
-server.listen(Number(process.env.PORT ?? 0), process.env.HOST ?? '127.0.0.1', () => {
-  const { port } = server.address() as { port: number };
-  console.log(`Server listening at http://127.0.0.1:${port}`);
-});
-process.on('SIGTERM', () => process.exit(0));
+listenBare(server);

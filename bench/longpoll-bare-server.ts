@@ -5,6 +5,7 @@
 // in statelog's page format with its Link. What statelog adds on top of this
 // (durability, the HTTP framework, its hooks) is the difference.
 import http from 'node:http';
+import { listenBare } from './listen-bare.js';
 
 const WAIT_LIMIT_MS = 30_000;
 const PAGE = 1000;
@@ -69,8 +70,4 @@ const server = http.createServer((req, res) => {
   res.writeHead(404).end();
 });
 
-server.listen(Number(process.env.PORT ?? 0), process.env.HOST ?? '127.0.0.1', () => {
-  const { port } = server.address() as { port: number };
-  console.log(`Server listening at http://127.0.0.1:${port}`);
-});
-process.on('SIGTERM', () => process.exit(0));
+listenBare(server);
