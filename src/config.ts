@@ -19,6 +19,8 @@ export interface Config {
   databaseUrl: string | null;
   pgPoolSize: number;
   pgQueryTimeoutMs: number;
+  /** A write is answered by then: 503, with `outcome: unknown` if its commit was under way. */
+  writeTimeoutMs: number;
   sync: SyncMode;
   compactIntervalMs: number;
   /** Period of the expirer (keys past their TTL get their tombstone); 0 turns it off. */
@@ -263,6 +265,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: databaseUrl(env, store),
     pgPoolSize: integer(env, 'STATELOG_PG_POOL_SIZE', 10, 1, 1000),
     pgQueryTimeoutMs: integer(env, 'STATELOG_PG_QUERY_TIMEOUT_MS', 30_000, 0),
+    writeTimeoutMs: integer(env, 'STATELOG_WRITE_TIMEOUT_MS', 10_000, 100, 3_600_000),
     sync: oneOf(env, 'STATELOG_SYNC', ['full', 'normal'], 'full'),
     compactIntervalMs: integer(env, 'STATELOG_COMPACT_INTERVAL_MS', 60_000, 0),
     expiryIntervalMs: integer(env, 'STATELOG_EXPIRY_INTERVAL_MS', 250, 0, 3_600_000),

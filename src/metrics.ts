@@ -185,6 +185,17 @@ export class Metrics {
     labelNames: ['from'] as const,
     registers: [this.registry],
   });
+  private readonly outageErrors = new Counter({
+    name: 'statelog_outage_errors_total',
+    help: 'Failures of background work (expiry, watching other nodes, purges) because the database could not be used, by cause; logged once per cause per interval',
+    labelNames: ['cause'] as const,
+    registers: [this.registry],
+  });
+  private readonly rewinds = new Counter({
+    name: 'statelog_rewinds_total',
+    help: 'Times this node dropped what it kept in memory of the log because the database may have changed under it (a broken connection, a failover)',
+    registers: [this.registry],
+  });
   private readonly snapshotsServed = new Counter({
     name: 'statelog_snapshots_served_total',
     help: 'Snapshots answered, each from a read of the store shared or its own, and 304s',
@@ -287,6 +298,14 @@ export class Metrics {
 
   snapshotRead(): void {
     this.snapshotReads.inc();
+  }
+
+  outageError(cause: string): void {
+    this.outageErrors.inc({ cause });
+  }
+
+  rewound(): void {
+    this.rewinds.inc();
   }
 
   /** A page of changes read for a reader: from the tail window, or from the store. */

@@ -19,6 +19,7 @@ import type { LogStore } from './store/log-store.js';
 import { describeStore, openStore } from './store/open-store.js';
 import { StoreFaults } from './store/store-errors.js';
 import { WriteBatcher } from './writes/write-batcher.js';
+import { OutageLog } from './outage-log.js';
 
 export interface Services {
   config: Config;
@@ -87,6 +88,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
         metrics.recordsWritten(records);
       },
       onDurable: (elapsedMs) => metrics.groupCommitted(elapsedMs),
+      deadlineMs: config.writeTimeoutMs,
     });
     undo.unshift(() => batcher.drain());
 
@@ -116,14 +118,16 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
     }));
 
+    // A database out of reach fails every timer's work: said once per cause per interval.
+    const outage = new OutageLog(log, (cause) => metrics.outageError(cause));
     // Stopped before the batcher drains: its deletes go through the batcher.
-    const expirer = new Expirer({ store, batcher, log: log.child({ module: 'expirer' }), periodMs: config.expiryIntervalMs });
+    const expirer = new Expirer({ store, batcher, log: { error: (fields, message) => outage.error({ module: 'expirer', ...fields }, message) }, periodMs: config.expiryIntervalMs });
     undo.unshift(() => expirer.stop());
 
     // Commits of other nodes sharing the database wake this node's readers too.
     const unwatch = store.watchHead(
       (head) => notifier.publish(head),
-      (err) => log.warn({ err }, "watching the database for other nodes' commits was interrupted; it resumes by itself"),
+      (err) => outage.warn({ err }, "watching the database for other nodes' commits was interrupted; it resumes by itself"),
     );
     undo.unshift(unwatch);
 
@@ -145,13 +149,23 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       compactor.start();
       expirer.start();
       purge = setInterval(
-        () => void store.purgeIdempotency(Date.now()).catch((err) => log.error({ err }, 'idempotency purge failed')),
+        () => void store.purgeIdempotency(Date.now()).catch((err) => outage.error({ err }, 'idempotency purge failed')),
         Math.min(config.idempotencyTtlMs, 60_000),
       ).unref();
     };
 
     let closed: Promise<void> | undefined;
     const readTurns = new ReadTurns();
+    const tailWindow = new TailWindow(store, readTurns, { onRead: (from) => metrics.feedRead(from) });
+    // The database may have changed under this node (a failover): nothing it kept of the log is
+    // served again, and every waiting reader looks again, to be checked against the log as it is.
+    const unwatchRewind = store.watchRewind?.((position) => {
+      metrics.rewound();
+      tailWindow.rewind(position);
+      snapshots.rewind();
+      notifier.rewind(position.head);
+    });
+    if (unwatchRewind) undo.unshift(unwatchRewind);
     return {
       config,
       store,
@@ -161,7 +175,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       metrics,
       watchers: new WatcherSlots(config.maxWatchers),
       readTurns,
-      tailWindow: new TailWindow(store, readTurns, { onRead: (from) => metrics.feedRead(from) }),
+      tailWindow,
       faults: new StoreFaults(),
       snapshots,
       compactor,

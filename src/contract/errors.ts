@@ -11,6 +11,7 @@ export const ERROR_STATUS = {
   offset_compacted: 410,
   offset_ahead: 410,
   epoch_changed: 410,
+  log_diverged: 410,
   precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
@@ -52,4 +53,12 @@ export class ApiError extends Error {
 /** 503 for a database that cannot be used now: a node reconnects within a second of it coming back. */
 export function databaseUnavailable(message = 'the database is unavailable; retry later', details: ErrorDetails = {}): ApiError {
   return new ApiError('unavailable', message, details, { 'retry-after': '1' });
+}
+
+/**
+ * 503 for a write that was sent to the database but not confirmed durable: it may be applied. A retry
+ * with the same Idempotency-Key returns the committed answer, or commits it once.
+ */
+export function outcomeUnknown(message = 'the write may or may not have been committed; retry it with the same Idempotency-Key'): ApiError {
+  return new ApiError('unavailable', message, { outcome: 'unknown' }, { 'retry-after': '1' });
 }

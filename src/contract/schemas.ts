@@ -121,6 +121,8 @@ const Prefix = Type.String({ default: '', description: 'only keys that start wit
 const WatchedKey = Type.Optional(Type.String({ description: 'only this exact key; not with prefix' }));
 const after = (options: { default?: number } = {}) => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, ...options });
 const Epoch = Type.String({ minLength: 1, maxLength: 128 });
+/** The generation a reader was served under, as the server's Link names it (contract/lineage.ts). */
+const Generation = Type.String({ pattern: '^[1-9][0-9]{0,8}-[0-9a-f]{1,32}$' });
 
 export const LogRecord = Type.Object({
   offset: Offset,
@@ -172,6 +174,8 @@ export const changesSchema = {
       limit: Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: DEFAULT_CHANGES_LIMIT }),
       wait: Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS, default: 0 }),
       epoch: Type.Optional(Epoch),
+      // Set by the server in its Link: a reader whose records a failover lost is told so.
+      gen: Type.Optional(Generation),
       // Set by the server in the Link it sends after a long poll ended at the head.
       cursor: Type.Optional(after()),
     },
@@ -191,6 +195,7 @@ export const changeStreamSchema = {
       key: WatchedKey,
       snapshot: Type.Boolean({ default: false }),
       epoch: Type.Optional(Epoch),
+      gen: Type.Optional(Generation),
     },
     // An EventSource polyfill's cache-buster must not close the stream for good.
     { additionalProperties: true },

@@ -2,6 +2,7 @@
 // the long poll and the event stream share it, as they must agree exactly.
 import { ApiError } from '../contract/errors.js';
 import { inScope } from '../contract/key-scope.js';
+import { currentGeneration, divergedFrom, type GenerationToken } from '../contract/lineage.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
 import type { ReadTurns } from './read-turns.js';
 
@@ -10,6 +11,8 @@ export interface FeedPage {
   /** Where the reader continues: a full page's last offset, else the last offset examined. */
   next: number;
   head: number;
+  /** The generation the page was read under (`gen` in the Link), where the log has a lineage. */
+  gen?: string;
 }
 
 // The most offsets one filtered read examines, or a rare match would read the whole log per request:
@@ -24,6 +27,8 @@ export interface FeedQuery {
   within?: readonly string[] | undefined;
   limit: number;
   maxChars: number;
+  /** The generation the reader was served under: checked against the lineage. */
+  gen?: GenerationToken | undefined;
 }
 
 export function checkEpoch(given: string | undefined, epoch: string): void {
@@ -32,8 +37,13 @@ export function checkEpoch(given: string | undefined, epoch: string): void {
   }
 }
 
-/** 410 when a reader at `after` cannot continue from there. */
-export function checkReader(after: number, position: { head: number; horizon: number }): void {
+/** 410 when a reader at `after` (served under `gen`) cannot continue from there. */
+export function checkReader(after: number, position: { head: number; horizon: number; lineage?: string | undefined }, gen?: GenerationToken): void {
+  const diverged = gen && position.lineage !== undefined ? divergedFrom(after, gen, position.lineage, position.head) : null;
+  if (diverged !== null) {
+    const message = `the log no longer has records this reader was served (a failover lost them): its copy differs from offset ${diverged}; take a new snapshot`;
+    throw new ApiError('log_diverged', message, { offset: diverged });
+  }
   if (after > position.head) {
     throw new ApiError('offset_ahead', `offset ${after} is beyond the head ${position.head}`, { head: position.head });
   }
@@ -45,12 +55,13 @@ export function checkReader(after: number, position: { head: number; horizon: nu
 
 /** A page, read in its turn among the process's feed reads; not read at all once `gone` is true. */
 export async function readFeed(turns: ReadTurns, store: LogStore, query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
-  const { key, within, ...rest } = query;
+  const { key, within, gen, ...rest } = query;
   const changes = { ...rest, ...(key !== undefined ? { key } : {}), scan: FEED_SCAN_RECORDS };
   const page = await turns.run(() => store.readChanges(changes), gone);
-  checkReader(query.after, page);
+  checkReader(query.after, page, gen);
   const last = page.records[page.records.length - 1];
   // The reader moves past the records it is not shown, as past those of other prefixes.
   const records = within ? page.records.filter((record) => inScope(record.key, within)) : page.records;
-  return { records, next: page.full && last ? last.offset : page.examined, head: page.head };
+  const next = page.full && last ? last.offset : page.examined;
+  return page.lineage === undefined ? { records, next, head: page.head } : { records, next, head: page.head, gen: currentGeneration(page.lineage) };
 }

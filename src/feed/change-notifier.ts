@@ -14,6 +14,12 @@ export class ChangeNotifier {
     for (const wake of waiters) wake();
   }
 
+  /** The head went back (the database changed under the node): every waiter wakes and reads again. */
+  rewind(head: number): void {
+    this.latest = head;
+    this.publish(head);
+  }
+
   /** Adds a wake-up for the next publish only; `cancel` takes it back. */
   wakeOnce(wake: () => void): void {
     this.waiters.add(wake);

@@ -4,6 +4,7 @@ import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
 import { ApiError, type ErrorBody } from '../contract/errors.js';
 import { showsEverything } from '../contract/key-scope.js';
+import { parseGenerationToken } from '../contract/lineage.js';
 import { SnapshotDigest } from '../snapshot/snapshot-digest.js';
 import type { SnapshotReader } from '../store/log-store.js';
 import type { TailPages } from './tail-pages.js';
@@ -19,10 +20,10 @@ export type ChangeStreamEvent<Page> =
   | { type: 'open' }
   /** Snapshot lines (records' JSON), sent without ids. */
   | { type: 'snapshot-records'; lines: string[] }
-  | { type: 'snapshot-end'; offset: number; epoch: string; digest: string }
+  | { type: 'snapshot-end'; offset: number; epoch: string; gen?: string; digest: string }
   /** A page of the log as the tail rendered it, with a progress event when the reader moved past it. */
-  | { type: 'records'; page: Page; progress?: number }
-  | { type: 'progress'; offset: number }
+  | { type: 'records'; page: Page; progress?: number; gen?: string }
+  | { type: 'progress'; offset: number; gen?: string }
   | { type: 'reset'; body: ErrorBody };
 
 export interface ChangeStreamOptions<Page> {
@@ -33,6 +34,8 @@ export interface ChangeStreamOptions<Page> {
   /** Only keys with one of these prefixes (each starting with `prefix`): a token's scope. */
   within?: readonly string[];
   epoch: string;
+  /** The generation the reader was served under (or the snapshot's): checked at every read. */
+  gen?: string | undefined;
   /** Where a stream without a snapshot starts (exclusive). */
   after: number;
   snapshot: SnapshotReader | null;
@@ -53,9 +56,12 @@ export class ChangeStreamSource<Page> {
   private position: number;
   private lastProgressAt = Date.now();
   private readonly waiter: RepeatedWaiter;
+  /** The generation of what the reader holds; a change is sent with the next progress event. */
+  private gen: string | undefined;
 
   constructor(private readonly options: ChangeStreamOptions<Page>) {
     this.position = options.after;
+    this.gen = options.gen;
     this.waiter = new RepeatedWaiter(options.notifier, options.signal);
   }
 
@@ -100,7 +106,7 @@ export class ChangeStreamSource<Page> {
     this.position = reader.offset;
     this.phase = 'live';
     this.lastProgressAt = Date.now();
-    return { type: 'snapshot-end', offset: reader.offset, epoch: reader.epoch, digest: this.snapshotDigest.hex() };
+    return { type: 'snapshot-end', offset: reader.offset, epoch: reader.epoch, ...(this.gen === undefined ? {} : { gen: this.gen }), digest: this.snapshotDigest.hex() };
   }
 
   private async liveChunk(): Promise<ChangeStreamEvent<Page> | null> {
@@ -123,7 +129,8 @@ export class ChangeStreamSource<Page> {
     let page: FeedPage;
     let text: Page;
     try {
-      ({ page, text } = await tail.read({ after: this.position, prefix, key, within, limit: PAGE_ROWS, maxChars: PAGE_CHARS }));
+      const gen = this.gen === undefined ? undefined : parseGenerationToken(this.gen) ?? undefined;
+      ({ page, text } = await tail.read({ after: this.position, prefix, key, within, limit: PAGE_ROWS, maxChars: PAGE_CHARS, gen }));
     } catch (err) {
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
       this.phase = 'done';
@@ -132,10 +139,14 @@ export class ChangeStreamSource<Page> {
     const sent = page.records.length > 0;
     const lastSent = sent ? page.records[page.records.length - 1]!.offset : this.position;
     this.position = page.next;
+    // A reader told of a new generation resumes under it (its reconnect's `gen`).
+    const newGeneration = page.gen !== undefined && page.gen !== this.gen;
+    this.gen = page.gen ?? this.gen;
     // Records skipped by the prefix (or removed by compaction) still move the reader.
-    if (page.next > lastSent || progressDue) {
+    if (page.next > lastSent || progressDue || newGeneration) {
       this.lastProgressAt = Date.now();
-      return sent ? { type: 'records', page: text, progress: page.next } : { type: 'progress', offset: page.next };
+      const gen = this.gen === undefined ? {} : { gen: this.gen };
+      return sent ? { type: 'records', page: text, progress: page.next, ...gen } : { type: 'progress', offset: page.next, ...gen };
     }
     return sent ? { type: 'records', page: text } : null;
   }

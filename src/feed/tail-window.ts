@@ -3,7 +3,8 @@
 // head serves every follower, whatever its filter, instead of a read per position and
 // filter. Readers behind the window read the store as before.
 import { inScope } from '../contract/key-scope.js';
-import { changesUntil, type LogStore, type StoredRecord } from '../store/log-store.js';
+import { currentGeneration, knowsGeneration } from '../contract/lineage.js';
+import { changesUntil, type LogPosition, type LogStore, type StoredRecord } from '../store/log-store.js';
 import { checkReader, FEED_SCAN_RECORDS, readFeed, type FeedPage, type FeedQuery } from './change-feed.js';
 import type { ReadTurns } from './read-turns.js';
 
@@ -34,6 +35,9 @@ export class TailWindow {
   private start = -1;
   private end = -1;
   private epoch = '';
+  private lineage: string | undefined;
+  /** Bumped at each reset: pages rendered from the window before it are stale (tail-pages.ts). */
+  private resets = 0;
   /** Whether the store was read since the window was (re)started. */
   private hasRead = false;
   /** The refresh under way, shared by the readers that need it. */
@@ -51,18 +55,20 @@ export class TailWindow {
   /** A page as readFeed gives it: from memory when `after` is within the window. */
   async read(query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
     const position = this.store.position();
-    if (this.epoch !== position.epoch || this.start < 0) this.reset(position.head, position.epoch);
+    if (this.epoch !== position.epoch || this.lineage !== position.lineage || this.start < 0) this.reset(position);
     // A new window reads the store once, even at the head: a database that cannot be read
     // answers its error, not an empty page from memory.
     if (query.after >= this.start && (this.end < position.head || !this.hasRead)) await this.refresh();
     // Behind the window, or ahead of what this node has read (another node's commit):
     // the store answers, and checks the position against the database.
-    if (query.after < this.start || query.after > this.end) {
+    // A reader served under a generation this node has not learnt yet: the store knows it.
+    const newerGeneration = query.gen !== undefined && this.lineage !== undefined && !knowsGeneration(this.lineage, query.gen);
+    if (query.after < this.start || query.after > this.end || newerGeneration) {
       this.options.onRead?.('store');
       return readFeed(this.turns, this.store, query, gone);
     }
     const now = this.store.position();
-    checkReader(query.after, now);
+    checkReader(query.after, { ...now, lineage: this.lineage }, query.gen);
     this.options.onRead?.('window');
     return this.page(query, Math.max(now.head, this.end));
   }
@@ -85,9 +91,23 @@ export class TailWindow {
       if (!within || inScope(record.key, within)) records.push(record);
       taken += 1;
       chars += charsOf(record);
-      if (taken >= limit || chars >= maxChars) return { records, next: record.offset, head };
+      if (taken >= limit || chars >= maxChars) return this.withGeneration({ records, next: record.offset, head });
     }
-    return { records, next: until, head };
+    return this.withGeneration({ records, next: until, head });
+  }
+
+  private withGeneration(page: FeedPage): FeedPage {
+    return this.lineage === undefined ? page : { ...page, gen: currentGeneration(this.lineage) };
+  }
+
+  /** How many times the window was emptied: a page rendered from it before then may be stale. */
+  get version(): number {
+    return this.resets;
+  }
+
+  /** Forgets every record: what the node knew of the log may be wrong (LogStore.watchRewind). */
+  rewind(position: LogPosition): void {
+    this.reset(position);
   }
 
   /** The index of the first record with an offset above `after`. */
@@ -102,12 +122,15 @@ export class TailWindow {
     return low;
   }
 
-  private reset(head: number, epoch: string): void {
+  private reset(position: LogPosition): void {
+    // The first start makes nothing stale.
+    if (this.start >= 0) this.resets += 1;
     this.records = [];
     this.chars = 0;
-    this.start = head;
-    this.end = head;
-    this.epoch = epoch;
+    this.start = position.head;
+    this.end = position.head;
+    this.epoch = position.epoch;
+    this.lineage = position.lineage;
     this.hasRead = false;
   }
 
@@ -121,10 +144,12 @@ export class TailWindow {
   /** Appends what was committed after the window's end, in one read of the store. */
   private async readNewer(): Promise<void> {
     const from = this.end;
-    const epoch = this.epoch;
+    const resets = this.resets;
     const page = await this.turns.run(() => this.store.readChanges({ after: from, prefix: '', limit: REFRESH_RECORDS, maxChars: this.limits.chars }));
-    // Reset meanwhile (another epoch): what was read belongs to the old window.
-    if (this.end !== from || this.epoch !== epoch) return;
+    // Reset meanwhile (another epoch or lineage): what was read belongs to the old window.
+    if (this.end !== from || this.resets !== resets) return;
+    // Read under a lineage the window has not learnt: the next read starts a new window.
+    if (page.lineage !== this.lineage) return;
     for (const record of page.records) {
       this.records.push(record);
       this.chars += charsOf(record);

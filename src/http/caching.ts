@@ -37,6 +37,7 @@ export const CURSOR_SECONDS = 20;
 export interface ChangesPosition {
   after: number;
   epoch: string;
+  gen?: string | undefined;
   prefix?: string | undefined;
   key?: string | undefined;
   limit: number;
@@ -50,6 +51,7 @@ export function changesUrl(position: ChangesPosition): string {
   params.set('after', String(position.after));
   if (position.cursor !== undefined) params.set('cursor', String(position.cursor));
   params.set('epoch', position.epoch);
+  if (position.gen !== undefined) params.set('gen', position.gen);
   if (position.key !== undefined) params.set('key', position.key);
   params.set('limit', String(position.limit));
   if (position.prefix) params.set('prefix', position.prefix);

@@ -2,7 +2,7 @@
 import { STATUS_CODES as HTTP_REASONS } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, databaseUnavailable, type ErrorCode } from '../contract/errors.js';
+import { ApiError, databaseUnavailable, outcomeUnknown, type ErrorCode } from '../contract/errors.js';
 import { ReaderGone } from '../feed/read-turns.js';
 import { storeErrorKind, type StoreErrorKind } from '../store/store-errors.js';
 
@@ -51,6 +51,7 @@ const STORE_ANSWERS: Record<StoreErrorKind, { answer: () => ApiError; level: 'er
   },
   unavailable: { answer: () => databaseUnavailable(), level: 'warn', log: 'the database is unavailable' },
   busy: { answer: () => databaseUnavailable(), level: 'warn', log: 'the database is unavailable' },
+  outcome_unknown: { answer: () => outcomeUnknown(), level: 'warn', log: 'a commit was not confirmed durable' },
 };
 
 export function toApiError(err: FastifyError | Error): ApiError {

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { ChangeStreamSource, resetBody, type ChangeStreamEvent } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
+import { currentGeneration, parseGenerationToken } from '../contract/lineage.js';
 import type { ReadFilter } from '../contract/key-scope.js';
 import { recordJson } from '../contract/render.js';
 import { pullStream } from '../http/pull-stream.js';
@@ -42,20 +43,21 @@ function frame(event: ChangeStreamEvent<Buffer>): string | Buffer {
       // No id: a reconnect in the middle of a snapshot must start it again, not resume.
       return event.lines.map((line) => sseEvent('record', line)).join('');
     case 'snapshot-end': {
-      const data = `{"offset":${event.offset},"epoch":${JSON.stringify(event.epoch)},"digest":"${event.digest}"}`;
+      const gen = event.gen === undefined ? '' : `,"gen":"${event.gen}"`;
+      const data = `{"offset":${event.offset},"epoch":${JSON.stringify(event.epoch)}${gen},"digest":"${event.digest}"}`;
       return sseEvent('snapshot-end', data, event.offset);
     }
     case 'records':
-      return event.progress === undefined ? event.page : Buffer.concat([event.page, Buffer.from(progressEvent(event.progress))]);
+      return event.progress === undefined ? event.page : Buffer.concat([event.page, Buffer.from(progressEvent(event.progress, event.gen))]);
     case 'progress':
-      return progressEvent(event.offset);
+      return progressEvent(event.offset, event.gen);
     case 'reset':
       return sseEvent('reset', JSON.stringify(event.body));
   }
 }
 
-function progressEvent(offset: number): string {
-  return sseEvent('progress', `{"offset":${offset}}`, offset);
+function progressEvent(offset: number, gen?: string): string {
+  return sseEvent('progress', gen === undefined ? `{"offset":${offset}}` : `{"offset":${offset},"gen":"${gen}"}`, offset);
 }
 
 /** The snapshot a stream starts with, at least as new as the head: of the prefix, or of the one key (the first of its prefix). */
@@ -91,11 +93,12 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
       throw new ApiError('invalid_request', 'snapshot=true starts at the snapshot\'s own offset: give no "after"');
     }
     const after = resume ?? req.query.after ?? 0;
+    const gen = req.query.gen === undefined ? undefined : parseGenerationToken(req.query.gen)!;
     try {
       checkEpoch(req.query.epoch, store.epoch);
       // Against the database's head and horizon (another node may have acknowledged `after` a moment
       // ago), which also answers 503 before the stream opens if the database cannot be reached.
-      if (!withSnapshot) checkReader(after, await store.readPosition());
+      if (!withSnapshot) checkReader(after, await store.readPosition(), gen);
     } catch (err) {
       // An EventSource sees a 410 as a bare error and reconnects for ever: the reason goes in-band.
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
@@ -115,7 +118,9 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
 
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse', req.raw);
-    const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, after, snapshot: snapshot ?? null, signal: lifetime.signal });
+    const lineage = snapshot?.lineage;
+    const servedUnder = snapshot ? (lineage === undefined ? undefined : currentGeneration(lineage)) : req.query.gen;
+    const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, gen: servedUnder, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     const socket = req.raw.socket;
     // A stream ended by shutdown must leave no idle keep-alive connection (server.close() waits for
     // it): a reader not draining is cut at once, one that stopped reading a moment later.

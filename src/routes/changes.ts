@@ -1,6 +1,7 @@
 // GET /v1/changes: a page of the log after an offset, as a long poll when `wait` is given.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, type FeedPage } from '../feed/change-feed.js';
+import { parseGenerationToken } from '../contract/lineage.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
 import { recordJson } from '../contract/render.js';
 import { TailPages } from '../feed/tail-pages.js';
@@ -48,7 +49,8 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
     const filter = requestFilter(req, req.query.prefix, req.query.key);
     checkEpoch(epoch, store.epoch);
     const deadline = Date.now() + wait * 1000;
-    const query = { ...filter, after, limit, maxChars: CHANGES_PAGE_CHARS };
+    const gen = req.query.gen === undefined ? undefined : parseGenerationToken(req.query.gen)!;
+    const query = { ...filter, after, limit, maxChars: CHANGES_PAGE_CHARS, gen };
 
     // A client that left while its read waited for its turn is not read for.
     const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
@@ -76,7 +78,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
       }
     }
     // Every answer names the next request, so that followers at one position ask one URL a cache can answer.
-    const asked = { after, epoch: store.epoch, epochGiven: epoch !== undefined, prefix: req.query.prefix, key: req.query.key, limit, wait, cursor };
+    const asked = { after, epoch: store.epoch, gen: page.gen, epochGiven: epoch !== undefined, prefix: req.query.prefix, key: req.query.key, limit, wait, cursor };
     const { link, cacheControl } = nextChanges(asked, page.next, scope);
     reply.headers({ link: `<${link}>; rel="next"`, 'cache-control': cacheControl });
     return sendJsonText(reply, pageJson(page, store.epoch, rendered));

@@ -46,8 +46,10 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
     const corrupt = (reason: string): ApiError =>
       new ApiError('unavailable', `the database is corrupt (${reason}); restore it from a backup`, { reason: 'corrupt' }, { 'retry-after': '60' });
     if (faults.corrupt) throw corrupt(faults.corrupt);
+    const readiness = store.readiness?.();
+    if (readiness && !readiness.ready) throw databaseUnavailable(readiness.message, { reason: readiness.reason });
     try {
-      await store.ping();
+      if (!readiness) await store.ping();
     } catch (err) {
       if (faults.observe(err)) throw corrupt(faults.corrupt!);
       if (storeErrorKind(err) === 'no_space') {

@@ -13,6 +13,7 @@ import type { Lifecycle } from '../http/lifecycle.js';
 import type { Metrics } from '../metrics.js';
 import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import type { SpooledSnapshot } from '../snapshot/snapshot-spool.js';
+import { currentGeneration } from '../contract/lineage.js';
 import type { LogStore } from '../store/log-store.js';
 
 /** Chunks sent from the spool: one fits the stream's 64 KiB buffer, and a buffer is reused long after its bytes left. */
@@ -21,7 +22,8 @@ const SEND_BUFFERS = 8;
 
 /** The last line: without it a client knows the stream was cut short. */
 function trailer(reader: SpooledSnapshot): string {
-  return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)},"digest":"${reader.digestHex()}"}\n`;
+  const gen = reader.lineage === undefined ? '' : `,"gen":"${currentGeneration(reader.lineage)}"`;
+  return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)}${gen},"digest":"${reader.digestHex()}"}\n`;
 }
 
 export interface SnapshotRouteOptions {
@@ -85,6 +87,8 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
       .headers({
         'x-log-offset': String(reader.offset),
         'x-log-epoch': reader.epoch,
+        // The generation to follow the snapshot's offset under (`gen` on GET /v1/changes).
+        ...(reader.lineage === undefined ? {} : { 'x-log-generation': currentGeneration(reader.lineage) }),
         etag: stateTag(reader.epoch, reader.offset),
         'cache-control': cacheControl,
       })

@@ -13,6 +13,10 @@ export abstract class FilteredSnapshot implements SnapshotReader {
     return this.inner.epoch;
   }
 
+  get lineage(): string | undefined {
+    return this.inner.lineage;
+  }
+
   get digest(): bigint {
     return this.inner.digest;
   }

@@ -56,6 +56,11 @@ export class SharedSnapshots {
     return checkSpoolFolder(this.settings.dir, this.settings.budget);
   }
 
+  /** Shares nothing read before now: the database may have changed under the node. Readers attached keep theirs. */
+  rewind(): void {
+    this.shared.clear();
+  }
+
   /** A reader at `minOffset` or later, its first bytes spooled; 429 when a new read is needed and none is free. */
   async open(wanted: SnapshotWanted): Promise<{ reader: SpooledSnapshot; shared: boolean }> {
     const { prefix, within } = wanted.filter;

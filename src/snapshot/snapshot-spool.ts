@@ -87,6 +87,7 @@ const noSpace = (): ApiError => databaseUnavailable('no disk space to spool the 
 export class Spool implements BudgetHolder {
   readonly offset: number;
   readonly epoch: string;
+  readonly lineage: string | undefined;
   readonly digest: bigint;
   /** Resolves once readers may start; rejects if the spooling failed before. */
   readonly started: Promise<void>;
@@ -120,6 +121,7 @@ export class Spool implements BudgetHolder {
   ) {
     this.offset = reader.offset;
     this.epoch = reader.epoch;
+    this.lineage = reader.lineage;
     this.digest = reader.digest;
     this.spooledDigest = options.digest ? new SnapshotDigest(reader, options.digest.whole) : null;
     this.started = this.onStart.promise;
@@ -336,6 +338,7 @@ function deferred(): Deferred {
 class SpoolReader implements SpooledSnapshot {
   readonly offset: number;
   readonly epoch: string;
+  readonly lineage: string | undefined;
   readonly digest: bigint;
   private position = 0;
   private closed = false;
@@ -350,6 +353,7 @@ class SpoolReader implements SpooledSnapshot {
   ) {
     this.offset = spool.offset;
     this.epoch = spool.epoch;
+    this.lineage = spool.lineage;
     this.digest = spool.digest;
   }
 

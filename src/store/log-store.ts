@@ -23,6 +23,8 @@ export interface LogPosition {
   head: number;
   horizon: number;
   epoch: string;
+  /** The generations of the log's history (contract/lineage.ts); absent where history never forks (SQLite). */
+  lineage?: string;
 }
 
 export interface StoreCounters {
@@ -117,6 +119,8 @@ export interface ChangesPage {
   full: boolean;
   /** When not full: every offset up to here was examined. */
   examined: number;
+  /** The lineage read with the records, where the store has one. */
+  lineage?: string;
 }
 
 /** Records a history page examines at most: the log has no index by key, which would cost every write. */
@@ -146,6 +150,8 @@ export type SnapshotShape = 'entry' | 'record';
 export interface SnapshotReader {
   readonly offset: number;
   readonly epoch: string;
+  /** The lineage read with the state, where the store has one. */
+  readonly lineage?: string | undefined;
   /** The digest of the whole state at `offset` (whatever the prefix). */
   readonly digest: bigint;
   /** The next live keys in byte order, one JSON text each, [] at the end; throws once closed, never looking finished. */
@@ -193,6 +199,9 @@ export interface CompactionBacklog {
   supersededSince: number | null;
 }
 
+/** Whether a write could commit now, and if not why (`reason` is /readyz's). */
+export type StoreReadiness = { ready: true } | { ready: false; reason: string; message: string };
+
 export interface LogStore {
   /** The database's epoch: offsets are comparable only within one. */
   readonly epoch: string;
@@ -206,6 +215,11 @@ export interface LogStore {
   readPosition(): Promise<LogPosition>;
   /** Tells of other processes' commits (a sole writer never does); returns what stops it. */
   watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void;
+  /**
+   * Tells when what the node knows of the log may be wrong (its connections to the database broke,
+   * or the log's history forked): copies kept in memory are dropped. Stores of one history never do.
+   */
+  watchRewind?(onRewind: (position: LogPosition) => void): () => void;
   get(key: string): Promise<StoredEntry | null>;
   list(query: ListQuery): Promise<ListPage>;
   /** In order, in one transaction: each request all or nothing, a refused one never affecting its neighbours. */
@@ -216,6 +230,8 @@ export interface LogStore {
   openSnapshot(prefix: string): Promise<SnapshotReader>;
   counters(): Promise<StoreCounters>;
   ping(): Promise<void>;
+  /** Where the database is remote: what the store last found, at once (no round trip); else readiness pings. */
+  readiness?(): StoreReadiness;
   compactionBacklog(): Promise<CompactionBacklog>;
   /** Plans a compaction run; nothing is removed until its first step. */
   startCompaction(policy: CompactionPolicy, budget: CompactionBudget): Promise<CompactionPass>;

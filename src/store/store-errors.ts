@@ -3,8 +3,9 @@
 import type { LogStore } from './log-store.js';
 
 // unavailable: cannot serve now; no_space: writes fail, reads go on; corrupt: never a passing
-// outage, unready until repaired; busy: another process held the write lock past the timeout.
-export type StoreErrorKind = 'unavailable' | 'no_space' | 'corrupt' | 'busy';
+// outage, unready until repaired; busy: another process held the write lock past the timeout;
+// outcome_unknown: a commit was sent but its durability was not confirmed (it may be applied).
+export type StoreErrorKind = 'unavailable' | 'no_space' | 'corrupt' | 'busy' | 'outcome_unknown';
 
 /** A driver's table: the kind of one error of its own, without looking at causes. */
 export type ErrorKinds = (err: Error & { code?: unknown }) => StoreErrorKind | null;
@@ -93,6 +94,11 @@ export class WriteRoom {
   private probing: Promise<void> | null = null;
 
   constructor(private readonly kinds: ErrorKinds) {}
+
+  /** A write failed for want of space, and none has committed since. */
+  get failing(): boolean {
+    return this.failure !== null;
+  }
 
   failed(err: unknown): void {
     if (err instanceof Error && this.kinds(err) === 'no_space') this.failure = err;

@@ -15,7 +15,9 @@
 // (1 / EXPIRY_TIME_SHARE - 1), passes before the next group takes those. The rest of
 // the lane waits for later groups; with no writer about, a group of deletes alone
 // commits as soon as the share allows (docs/ttl-and-digest.md).
+import { databaseUnavailable } from '../contract/errors.js';
 import type { LogStore, WriteRequest, WriteResult } from '../store/log-store.js';
+import { StoreError } from '../store/store-errors.js';
 
 /**
  * The deletes a group takes beyond what its writers' TTLs pay for, when the time share
@@ -38,6 +40,8 @@ interface Pending {
   request: WriteRequest;
   resolve(result: WriteResult): void;
   reject(err: unknown): void;
+  /** Set once its group's commit is sent: past its deadline, its outcome is unknown. */
+  committing?: boolean;
 }
 
 export interface WriteBatcherOptions {
@@ -50,6 +54,12 @@ export interface WriteBatcherOptions {
   /** Called after each group that committed, with how long it took to be durable. */
   onDurable?: (elapsedMs: number) => void;
   now?: () => number;
+  /**
+   * Every request is answered within this (ms): a commit that has not completed by then is left to
+   * resolve on its connection, and its requests get 503 with an unknown outcome; requests still
+   * queued behind it are taken out, unwritten (STATELOG_WRITE_TIMEOUT_MS).
+   */
+  deadlineMs?: number;
 }
 
 export class WriteBatcher {
@@ -68,6 +78,7 @@ export class WriteBatcher {
   private readonly onCommit: (head: number, records: number) => void;
   private readonly onDurable: (elapsedMs: number) => void;
   private readonly now: () => number;
+  private readonly deadlineMs: number | undefined;
 
   constructor(
     private readonly store: LogStore,
@@ -76,6 +87,7 @@ export class WriteBatcher {
     this.onCommit = options.onCommit ?? (() => {});
     this.onDurable = options.onDurable ?? (() => {});
     this.now = options.now ?? Date.now;
+    this.deadlineMs = options.deadlineMs;
   }
 
   submit(request: WriteRequest): Promise<WriteResult> {
@@ -89,9 +101,31 @@ export class WriteBatcher {
 
   private enqueue(into: Pending[], request: WriteRequest): Promise<WriteResult> {
     return new Promise((resolve, reject) => {
-      into.push({ request, resolve, reject });
+      const deadlineMs = this.deadlineMs;
+      if (deadlineMs === undefined) {
+        into.push({ request, resolve, reject });
+      } else {
+        const timer = setTimeout(() => this.expire(into, pending, deadlineMs), deadlineMs);
+        const pending: Pending = {
+          request,
+          resolve: (result) => (clearTimeout(timer), resolve(result)),
+          reject: (err) => (clearTimeout(timer), reject(err)),
+        };
+        into.push(pending);
+      }
       this.schedule();
     });
+  }
+
+  /** A request past its deadline: out of the queue if its group was not sent, else of unknown outcome. */
+  private expire(queue: Pending[], pending: Pending, deadlineMs: number): void {
+    if (pending.committing) {
+      const stuck = new Error(`the commit did not complete within ${deadlineMs} ms (STATELOG_WRITE_TIMEOUT_MS); it may still complete`);
+      return pending.reject(new StoreError('outcome_unknown', stuck));
+    }
+    const at = queue.indexOf(pending);
+    if (at >= 0) queue.splice(at, 1);
+    pending.reject(databaseUnavailable(`the write could not be committed within ${deadlineMs} ms (STATELOG_WRITE_TIMEOUT_MS): nothing of it was written`, { outcome: 'not_written' }));
   }
 
   /** Resolves once every request submitted so far has been committed and answered. */
@@ -163,6 +197,7 @@ export class WriteBatcher {
     const group = this.queue;
     this.queue = [];
     const share = this.takeExpiries(group);
+    for (const pending of group) pending.committing = true;
     let results: WriteResult[];
     let head: number;
     const started = performance.now();

@@ -169,9 +169,9 @@ describe('the database cut off by the network', () => {
     expect(logs.filter((line) => line.msg === 'request failed' && line.level === 50)).toEqual([]);
   }, 60_000);
 
-  it('answers 503 after STATELOG_PG_QUERY_TIMEOUT_MS when the network drops every packet, and recovers', async () => {
+  it('answers 503 after STATELOG_PG_QUERY_TIMEOUT_MS (reads) or STATELOG_WRITE_TIMEOUT_MS (writes) when the network drops every packet, and recovers', async () => {
     const timeoutMs = 400;
-    const node = await nodeBehindProxy({ STATELOG_PG_QUERY_TIMEOUT_MS: String(timeoutMs) });
+    const node = await nodeBehindProxy({ STATELOG_PG_QUERY_TIMEOUT_MS: String(timeoutMs), STATELOG_WRITE_TIMEOUT_MS: String(timeoutMs) });
     expect((await http(node.url, 'PUT', '/v1/keys/k', { value: 1 })).status).toBe(200);
     // Nothing is refused or reset: without a timeout these would wait for TCP to give up.
     proxy!.stall();

@@ -1,15 +1,18 @@
 // Learns of other nodes' commits by LISTEN/NOTIFY, and by a periodic read of the meta row, so that a
 // lost notification (a broken connection) only delays a wake-up.
 import pg from 'pg';
+import type { LogPosition } from '../log-store.js';
 import { CHANGES_CHANNEL } from './sql.js';
 
 export interface HeadWatchOptions {
   /** This node's id in notification payloads: its own commits are not news. */
   node: string;
   client: pg.ClientConfig;
-  read(): Promise<{ head: number; horizon: number }>;
-  /** Called with whatever was learnt; the store keeps the highest. */
-  learn(position: { head: number; horizon?: number }): void;
+  read(): Promise<LogPosition>;
+  /** Called with a head another node notified; the store keeps the highest. */
+  learn(position: { head: number }): void;
+  /** Called with the meta row as read. */
+  learnRead(position: LogPosition): void;
   onError(err: Error): void;
   catchUpMs: number;
   reconnectMs?: number;
@@ -74,7 +77,7 @@ export class HeadWatch {
     if (this.catchingUp || this.closed) return;
     this.catchingUp = true;
     try {
-      this.options.learn(await this.options.read());
+      this.options.learnRead(await this.options.read());
     } catch (err) {
       if (!this.closed) this.options.onError(err as Error);
     } finally {

@@ -25,6 +25,7 @@ export class PgSnapshot implements SnapshotReader {
     readonly offset: number,
     readonly epoch: string,
     readonly digest: bigint,
+    readonly lineage: string,
     private readonly onClose: (snapshot: PgSnapshot) => void,
   ) {
     this.upper = prefixUpperBound(prefix);
@@ -34,10 +35,10 @@ export class PgSnapshot implements SnapshotReader {
     const client = await pool.connect();
     try {
       const results = (await client.query(
-        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT head, epoch, digest::text FROM meta WHERE id = 1',
-      )) as unknown as pg.QueryResult<{ head: number; epoch: string; digest: string }>[];
+        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT head, epoch, digest::text, lineage FROM meta WHERE id = 1',
+      )) as unknown as pg.QueryResult<{ head: number; epoch: string; digest: string; lineage: string }>[];
       const meta = results[1]!.rows[0]!;
-      return new PgSnapshot(client, prefix, meta.head, meta.epoch, BigInt(meta.digest), onClose);
+      return new PgSnapshot(client, prefix, meta.head, meta.epoch, BigInt(meta.digest), meta.lineage, onClose);
     } catch (err) {
       // The connection may be fine (a failed statement): end the transaction and reuse it.
       await client.query('ROLLBACK').then(

@@ -28,7 +28,8 @@ export function prefixUpperBound(prefix: string): string | null {
 
 /** Locks the counters row (every writer's first step) and reads it. A simple query: no parameters. */
 export const BEGIN_AND_LOCK_SQL = `BEGIN;
-  SELECT head, horizon FROM meta WHERE id = 1 FOR UPDATE`;
+  SELECT head, horizon FROM meta WHERE id = 1 FOR UPDATE;
+  SELECT statelog_fence()`;
 
 /** State rows of keys $1, live values of $2 (keys incremented), remembered answers of idempotency keys $3. */
 export const GROUP_READ_SQL = `
@@ -95,8 +96,8 @@ export const SNAPSHOT_PAGE_SQL = `SELECT key, value, seq, ts, expires_at FROM ($
 // Records in ($1, $6], a primary-key range (a rare match examines at most $6 - $1 rows), with prefix
 // [$2, $3) or key $7, at most $4 and about $5 bytes, with head and horizon; a live set carries its expiry.
 export const CHANGES_SQL = `
-  WITH m AS (SELECT head, horizon FROM meta WHERE id = 1)
-  SELECT m.head, m.horizon, r.seq, r.key, r.op, r.value, r.ts, r.taken,
+  WITH m AS (SELECT head, horizon, epoch, lineage FROM meta WHERE id = 1)
+  SELECT m.head, m.horizon, m.epoch, m.lineage, r.seq, r.key, r.op, r.value, r.ts, r.taken,
     (SELECT s.expires_at FROM state s WHERE s.key = r.key AND s.seq = r.seq AND r.op = 'set') AS "expiresAt"
   FROM m LEFT JOIN LATERAL (${sizeBounded(
     `SELECT seq, key, op, value, ts FROM log
@@ -130,6 +131,9 @@ export const COUNTERS_SQL = `
     pg_total_relation_size('log') + pg_total_relation_size('state')
       + pg_total_relation_size('idempotency') + pg_total_relation_size('meta') AS "dbBytes"
   FROM meta WHERE id = 1`;
+
+/** What session $1 is doing: a commit waiting for a synchronous standby shows wait_event 'SyncRep'. */
+export const SESSION_SQL = `SELECT state, wait_event FROM pg_stat_activity WHERE pid = $1`;
 
 /** Forgets up to $2 expired answers; SKIP LOCKED, so it never waits for (or deadlocks with) a writer. */
 export const PURGE_SQL = `

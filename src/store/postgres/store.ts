@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
-import { WriteRoom } from '../store-errors.js';
+import { storeErrorKind, WriteRoom } from '../store-errors.js';
 import { postgresErrorKinds } from './errors.js';
 import { conditionsOnOwnOffsets, groupKeys, planWrites } from '../write-plan.js';
 import type {
@@ -23,6 +23,7 @@ import type {
   DueExpiry,
   WriteRequest,
   WriteResult,
+  StoreReadiness,
   CompactionBacklog,
   CompactionBudget,
   CompactionPolicy,
@@ -30,6 +31,9 @@ import type {
 import { changesUntil, countersOf, HISTORY_SCAN_RECORDS, LIST_SCAN_SLACK } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { HeadWatch } from './head-watch.js';
+import { KnownPosition } from './known-position.js';
+import { ReadinessProbe } from './readiness-probe.js';
+import { WRITE_CONNECTIONS, WriteConnections, type SessionState } from './write-connections.js';
 import { migratePostgres } from './migrations.js';
 import { appendParams, readGroup, writeStatement } from './write-group.js';
 import { PgSnapshot } from './snapshot.js';
@@ -45,6 +49,7 @@ import {
   PROBE_ROWS,
   PROBE_SQL,
   PURGE_SQL,
+  SESSION_SQL,
   pgTypes,
   prefixUpperBound,
 } from './sql.js';
@@ -72,12 +77,14 @@ const PURGE_BATCH = 1000;
 export class PgStore implements LogStore {
   private readonly pool: pg.Pool;
   private readonly snapshotPool: pg.Pool;
+  /** Commits, on connections without a statement timeout (write-connections.ts). */
+  private readonly writes: WriteConnections;
   private readonly watch: HeadWatch;
-  private readonly headWatchers = new Set<(head: number) => void>();
+  private readonly probe: ReadinessProbe;
   private readonly errorWatchers = new Set<(err: Error) => void>();
   private readonly snapshots = new Set<PgSnapshot>();
   private readonly passes = new Set<PgCompactionPass>();
-  private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
+  private readonly known = new KnownPosition();
   private closed = false;
   private readonly room = new WriteRoom(postgresErrorKinds);
   /** Tags this node's notifications, so that it does not take its own commits for news. */
@@ -116,18 +123,28 @@ export class PgStore implements LogStore {
       idleTimeoutMillis: 30_000,
     });
     this.snapshotPool = new pg.Pool({ ...client, ...answered, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
-    for (const pool of [this.pool, this.snapshotPool]) {
+    const writePool = new pg.Pool({ ...client, options: pgOptions(['idle_in_transaction_session_timeout=10000']), max: WRITE_CONNECTIONS, idleTimeoutMillis: 30_000 });
+    const check = async (pid: number): Promise<SessionState> => {
+      const { rows } = await this.pool.query<{ state: string | null; wait_event: string | null }>(SESSION_SQL, [pid]);
+      const session = rows[0];
+      if (!session || session.state === 'idle') return 'gone';
+      return session.wait_event === 'SyncRep' ? 'waiting_for_standby' : 'running';
+    };
+    this.writes = new WriteConnections(writePool, check);
+    for (const pool of [this.pool, this.snapshotPool, writePool]) {
       // An idle pooled connection that breaks must not take the process down,
       pool.on('error', (err) => this.reportError(err));
       // nor a checked-out one, whose holder learns of the break from its next query.
       pool.on('connect', (client) => client.on('error', () => {}));
     }
     this.untimedClient = { ...client, options: pgOptions([]) };
+    this.probe = new ReadinessProbe(this.untimedClient, () => this.room.check(() => this.probeWrite()), check);
     this.watch = new HeadWatch({
       node: this.node,
       client: this.untimedClient,
       read: () => readMeta(this.pool),
-      learn: (position) => this.learn(position, true),
+      learn: (position) => this.known.learn(position, true),
+      learnRead: (position) => this.known.read(position),
       onError: (err) => this.reportError(err),
       catchUpMs: options.catchUpMs ?? 1000,
     });
@@ -144,11 +161,12 @@ export class PgStore implements LogStore {
       await client.connect();
       try {
         await migratePostgres(client, options.migrationsDir);
-        store.known = await readMeta(client);
+        store.known.read(await readMeta(client));
       } finally {
         await client.end().catch(() => {});
       }
       await store.watch.start();
+      await store.probe.start();
     } catch (err) {
       await store.close();
       throw err;
@@ -160,38 +178,40 @@ export class PgStore implements LogStore {
   readonly appliesBeforeReturning = false;
 
   get epoch(): string {
-    return this.known.epoch;
+    return this.known.value.epoch;
   }
 
   /** The latest position this node knows: its own commits, notifications and catch-up reads. */
   position(): LogPosition {
-    return { ...this.known };
+    return this.known.value;
   }
 
   async readPosition(): Promise<LogPosition> {
     const read = await readMeta(this.pool);
-    this.learn(read, true);
+    this.known.read(read);
     return read;
   }
 
   watchHead(onHead: (head: number) => void, onError?: (err: Error) => void): () => void {
-    this.headWatchers.add(onHead);
+    const stop = this.known.watchHead(onHead);
     if (onError) this.errorWatchers.add(onError);
     return () => {
-      this.headWatchers.delete(onHead);
+      stop();
       if (onError) this.errorWatchers.delete(onError);
     };
   }
 
-  /** Keeps the highest head and horizon seen; `fromElsewhere` tells the watchers of a new head. */
-  private learn(position: { head: number; horizon?: number }, fromElsewhere: boolean): void {
-    if (position.horizon !== undefined && position.horizon > this.known.horizon) this.known.horizon = position.horizon;
-    if (position.head <= this.known.head) return;
-    this.known.head = position.head;
-    if (fromElsewhere) for (const watcher of this.headWatchers) watcher(position.head);
+  watchRewind(onRewind: (position: LogPosition) => void): () => void {
+    return this.known.watchRewind(onRewind);
   }
 
+  private learn(position: { head: number; horizon?: number }, fromElsewhere: boolean): void {
+    this.known.learn(position, fromElsewhere);
+  }
+
+  /** A broken connection: the database may be another one now (a failover), so what the node holds is suspect. */
   private reportError(err: Error): void {
+    this.known.lost();
     for (const watcher of this.errorWatchers) watcher(err);
   }
 
@@ -223,7 +243,7 @@ export class PgStore implements LogStore {
   }
 
   async readChanges(query: ChangesQuery): Promise<ChangesPage> {
-    type Row = { head: number; horizon: number; taken: number | null } & Partial<StoredRecord & { seq: number }>;
+    type Row = { head: number; horizon: number; epoch: string; lineage: string; taken: number | null } & Partial<StoredRecord & { seq: number }>;
     const until = changesUntil(query);
     const { rows } = await this.pool.query<Row>(CHANGES_SQL, [
       query.after,
@@ -234,8 +254,8 @@ export class PgStore implements LogStore {
       until,
       query.key ?? null,
     ]);
-    const { head, horizon } = rows[0]!;
-    this.learn({ head, horizon }, true);
+    const { head, horizon, epoch, lineage } = rows[0]!;
+    this.known.read({ head, horizon, epoch, lineage });
     const records: StoredRecord[] = [];
     for (const row of rows) {
       if (row.seq === null || row.seq === undefined) continue;
@@ -245,7 +265,7 @@ export class PgStore implements LogStore {
     }
     const taken = rows[0]!.taken ?? 0;
     const full = records.length === query.limit || records.length < taken;
-    return { records, head, horizon, full, examined: Math.min(head, until) };
+    return { records, head, horizon, full, examined: Math.min(head, until), lineage };
   }
 
   async history(query: HistoryQuery): Promise<HistoryPage> {
@@ -316,7 +336,17 @@ export class PgStore implements LogStore {
     // Only refusals: decided on a committed state read after the requests arrived.
     if (relative.records.length === 0) return relative.results;
     const verify = { keys, state: read.state };
-    const { rows: appended } = await this.pool.query<{ base: number }>(APPEND_SQL, appendParams(relative, verify, now, this.node));
+    const connection = await this.writes.connect();
+    let appended: { base: number }[];
+    let broken: Error | undefined;
+    try {
+      appended = (await connection.commits(() => connection.client.query<{ base: number }>(APPEND_SQL, appendParams(relative, verify, now, this.node)))).rows;
+    } catch (err) {
+      if (storeErrorKind(err) === 'outcome_unknown' && (err as Error).cause instanceof Error) broken = (err as Error).cause as Error;
+      throw err;
+    } finally {
+      connection.release(broken);
+    }
     if (appended.length === 0) return null;
     const base = appended[0]!.base;
     // The same inputs give the same decisions (no condition meets a record of the group:
@@ -328,7 +358,8 @@ export class PgStore implements LogStore {
   }
 
   private async commitLocked(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
-    const client = await this.pool.connect();
+    const connection = await this.writes.connect();
+    const { client } = connection;
     let broken: Error | undefined;
     try {
       const locked = (await client.query(BEGIN_AND_LOCK_SQL)) as unknown as pg.QueryResult<{ head: number; horizon: number }>[];
@@ -338,16 +369,18 @@ export class PgStore implements LogStore {
       const plan = planWrites({ requests, head: meta.head, now, idempotencyTtlMs: this.options.idempotencyTtlMs }, read.source);
       const write = writeStatement(plan, now, this.node);
       if (write) await client.query(write.text, write.values);
-      await client.query('COMMIT');
+      await connection.commits(() => client.query('COMMIT'));
       this.learn({ head: meta.head, horizon: meta.horizon }, true);
       this.learn({ head: plan.head }, false);
       return plan.results;
     } catch (err) {
-      // Nothing of the group was committed. A connection that cannot even roll back is dropped.
-      await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
+      // Nothing of the group was committed, unless COMMIT itself went unanswered; a connection that
+      // cannot even roll back is dropped.
+      if (storeErrorKind(err) === 'outcome_unknown') broken = err as Error;
+      else await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
       throw err;
     } finally {
-      client.release(broken);
+      connection.release(broken);
     }
   }
 
@@ -361,6 +394,12 @@ export class PgStore implements LogStore {
   async dueExpiries(now: number, limit: number): Promise<DueExpiry[]> {
     const { rows } = await this.pool.query<{ key: string; seq: number }>(DUE_EXPIRIES_SQL, [now, limit]);
     return rows.map((row) => ({ key: row.key, offset: row.seq }));
+  }
+
+  readiness(): StoreReadiness {
+    // A write that just failed for want of space is known before the next probe.
+    if (this.room.failing) return { ready: false, reason: 'no_space', message: 'writes fail: the database has no room to write' };
+    return this.probe.current();
   }
 
   async ping(): Promise<void> {
@@ -410,13 +449,14 @@ export class PgStore implements LogStore {
     if (this.closed) return;
     this.closed = true;
     await this.watch.stop();
+    await this.probe.stop();
     for (const snapshot of this.snapshots) snapshot.close();
     // A run the compactor abandoned at a step boundary gives its lock and connection back.
     await Promise.all([...this.passes].map((pass) => pass.abandon()));
-    await Promise.all([this.pool.end(), this.snapshotPool.end()]);
+    await Promise.all([this.pool.end(), this.snapshotPool.end(), this.writes.end()]);
   }
 }
 
 async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
-  return (await db.query<LogPosition>('SELECT head, horizon, epoch FROM meta WHERE id = 1')).rows[0]!;
+  return (await db.query<LogPosition>('SELECT head, horizon, epoch, lineage FROM meta WHERE id = 1')).rows[0]!;
 }

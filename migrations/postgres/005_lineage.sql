@@ -1,0 +1,84 @@
+-- The log's lineage: which history of the database each range of offsets was written in.
+-- A promoted standby (a failover, a point-in-time recovery) writes a new WAL timeline, and
+-- records a reader was served on the old primary that never reached the standby are not in
+-- it. The first write on a new timeline starts a new generation at head + 1, so a reader
+-- that holds offsets from that start on under an older generation is told that its copy
+-- diverged (410 log_diverged) instead of being served other records at those offsets.
+--
+-- `lineage`: the generations, oldest first, as '<n>-<id>:<first offset>' joined by commas;
+-- `timeline`: the WAL timeline of the last write. Both change only under the meta row's lock.
+ALTER TABLE meta ADD COLUMN timeline text, ADD COLUMN lineage text;
+
+-- The current WAL timeline, as the hex digits that start WAL file names.
+CREATE FUNCTION statelog_timeline() RETURNS text LANGUAGE sql VOLATILE AS $$
+  SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)
+$$;
+
+UPDATE meta SET timeline = statelog_timeline(), lineage = '1-' || substr(md5(random()::text || clock_timestamp()::text), 1, 8) || ':1'
+WHERE id = 1;
+
+-- Every writer calls it with the meta row locked, before it appends. The id is random:
+-- two branches of a history that both start generation n are told apart.
+CREATE FUNCTION statelog_fence() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  m meta%ROWTYPE;
+  current_timeline text := statelog_timeline();
+  last_n integer;
+BEGIN
+  SELECT * INTO m FROM meta WHERE id = 1;
+  IF m.timeline IS NOT DISTINCT FROM current_timeline THEN
+    RETURN;
+  END IF;
+  last_n := split_part(substring(m.lineage FROM '[^,]*$'), '-', 1)::integer;
+  UPDATE meta SET timeline = current_timeline,
+    lineage = m.lineage || ',' || (last_n + 1) || '-' || substr(md5(random()::text || clock_timestamp()::text), 1, 8) || ':' || (m.head + 1)
+  WHERE id = 1;
+END
+$$;
+
+-- statelog_append as in 003_ttl_digest.sql, fenced first.
+CREATE OR REPLACE FUNCTION statelog_append(
+  p_read_keys text[], p_read_seqs bigint[], p_read_lives boolean[],   -- state as read; seq NULL = no row
+  p_rec_keys text[], p_rec_ops text[], p_rec_values text[],           -- records, in order
+  p_state_keys text[], p_state_rels bigint[], p_state_lives boolean[], -- final state rows; rel = 1-based record index
+  p_state_expires bigint[],                                            -- their expiry; NULL = none
+  p_new_keys bigint, p_live_delta bigint, p_superseded boolean, p_now bigint,
+  p_node text                                                          -- NOTIFY payload: '<head> <node>'
+) RETURNS TABLE (out_base bigint, out_ts bigint) LANGUAGE plpgsql AS $$
+DECLARE
+  m meta%ROWTYPE;
+  commit_ts bigint;
+  delta numeric;
+BEGIN
+  SELECT * INTO m FROM meta WHERE id = 1 FOR UPDATE;
+  PERFORM statelog_fence();
+  IF EXISTS (
+    SELECT 1 FROM unnest(p_read_keys, p_read_seqs, p_read_lives) AS r(key, seq, live)
+      LEFT JOIN state s ON s.key = r.key
+    WHERE s.seq IS DISTINCT FROM r.seq OR s.live IS DISTINCT FROM r.live
+  ) THEN
+    RETURN;
+  END IF;
+  commit_ts := greatest(p_now, m.last_ts);
+  delta := coalesce((SELECT sum(statelog_digest_term(x.key, m.head + x.rel))
+      FROM unnest(p_state_keys, p_state_rels, p_state_lives) AS x(key, rel, live) WHERE x.live), 0)
+    - coalesce((SELECT sum(statelog_digest_term(s.key, s.seq)) FROM state s WHERE s.key = ANY(p_state_keys) AND s.live), 0);
+  INSERT INTO log (seq, key, op, value, ts)
+    SELECT m.head + r.n, r.key, r.op, r.value, commit_ts
+    FROM unnest(p_rec_keys, p_rec_ops, p_rec_values) WITH ORDINALITY AS r(key, op, value, n);
+  INSERT INTO state (key, seq, live, expires_at)
+    SELECT x.key, m.head + x.rel, x.live, x.expires
+    FROM unnest(p_state_keys, p_state_rels, p_state_lives, p_state_expires) AS x(key, rel, live, expires)
+  ON CONFLICT (key) DO UPDATE SET seq = excluded.seq, live = excluded.live, expires_at = excluded.expires_at;
+  UPDATE meta SET head = m.head + cardinality(p_rec_keys), last_ts = commit_ts,
+    records = records + cardinality(p_rec_keys), state_keys = state_keys + p_new_keys,
+    live_keys = live_keys + p_live_delta,
+    digest = ((digest + delta) % 18446744073709551616 + 18446744073709551616) % 18446744073709551616,
+    superseded_since = CASE WHEN p_superseded THEN coalesce(superseded_since, commit_ts) ELSE superseded_since END
+  WHERE id = 1;
+  PERFORM pg_notify('statelog_changes', (m.head + cardinality(p_rec_keys))::text || ' ' || p_node);
+  out_base := m.head;
+  out_ts := commit_ts;
+  RETURN NEXT;
+END
+$$;

@@ -1,0 +1,79 @@
+// A log's lineage: the generations of its history, each from the offset where it began
+// (Kafka's leader epochs). A failover that loses records a reader was already served starts a
+// new generation at the first offset the new history wrote; a reader names the generation it
+// was served under (`gen`, carried by every Link), and one whose copy reaches into a later
+// generation's range holds records the log no longer has.
+
+export interface Generation {
+  /** 1, 2, ...: the order of the generations. */
+  n: number;
+  /** Random: two branches that both began generation n are told apart. */
+  id: string;
+  /** The first offset written in this generation. */
+  start: number;
+}
+
+/** What a reader sends back: `<n>-<id>`. */
+export interface GenerationToken {
+  n: number;
+  id: string;
+}
+
+const TOKEN = /^([1-9][0-9]{0,8})-([0-9a-f]{1,32})$/;
+
+export function parseGenerationToken(text: string): GenerationToken | null {
+  const match = TOKEN.exec(text);
+  return match ? { n: Number(match[1]), id: match[2]! } : null;
+}
+
+export const generationToken = (generation: GenerationToken): string => `${generation.n}-${generation.id}`;
+
+let parsedText = '';
+let parsed: readonly Generation[] = [];
+
+/** The lineage as the store keeps it ('<n>-<id>:<start>,...', oldest first); one parse per change. */
+export function parseLineage(text: string): readonly Generation[] {
+  if (text === parsedText) return parsed;
+  const generations = text.split(',').map((entry) => {
+    const [token, start] = entry.split(':');
+    const generation = parseGenerationToken(token ?? '');
+    if (!generation || !Number.isSafeInteger(Number(start))) throw new Error(`malformed lineage entry "${entry}"`);
+    return { ...generation, start: Number(start) };
+  });
+  parsedText = text;
+  parsed = generations;
+  return generations;
+}
+
+/** The generation a reader is served under now: the newest. */
+export function currentGeneration(lineage: string): string {
+  const generations = parseLineage(lineage);
+  return generationToken(generations[generations.length - 1]!);
+}
+
+/** Whether this lineage names the reader's generation, or the reader learnt of a newer one elsewhere. */
+export function knowsGeneration(lineage: string, token: GenerationToken): boolean {
+  const generations = parseLineage(lineage);
+  return token.n <= generations[generations.length - 1]!.n;
+}
+
+/**
+ * null when a reader at `after` under `token` holds only records this log has; else the
+ * first offset at which its copy may differ. A generation the lineage does not name was
+ * lost whole: its reader's copy differs at the latest from where the log's generation of
+ * that number began, or from the record after `after`.
+ */
+export function divergedFrom(after: number, token: GenerationToken, lineage: string, head: number): number | null {
+  const generations = parseLineage(lineage);
+  const index = generations.findIndex((generation) => generation.n === token.n);
+  const own = generations[index];
+  if (!own || own.id !== token.id) {
+    const replaced = generations.find((generation) => generation.n >= token.n);
+    return Math.min(after + 1, replaced?.start ?? head + 1);
+  }
+  const next = generations[index + 1];
+  if (next && after >= next.start) return next.start;
+  // The records the reader was served past the head were never written in this history.
+  if (after > head) return head + 1;
+  return null;
+}
