@@ -37,6 +37,19 @@ export const MEMBER_ENV = [
 /** HAProxy's environment: the variables deploy/ha/haproxy.cfg expands. */
 export const HAPROXY_ENV = ['HA_PG_BIND', 'HA_PG1_ADDR', 'HA_PG2_ADDR', 'HA_PG3_ADDR', 'HA_PG1_API_PORT', 'HA_PG2_API_PORT', 'HA_PG3_API_PORT'] as const;
 
+/** etcd's flags, as the compose file's etcd service runs it: a single member named etcd. */
+export function etcdArgs(at: { dataDir: string; listenClient: string; advertiseClient: string; listenPeer: string; advertisePeer: string }): string[] {
+  return [
+    '--name=etcd',
+    `--data-dir=${at.dataDir}`,
+    `--listen-client-urls=${at.listenClient}`,
+    `--advertise-client-urls=${at.advertiseClient}`,
+    `--listen-peer-urls=${at.listenPeer}`,
+    `--initial-advertise-peer-urls=${at.advertisePeer}`,
+    `--initial-cluster=etcd=${at.advertisePeer}`,
+  ];
+}
+
 export interface MemberStatus {
   name: string;
   /** leader, sync_standby or replica. */
@@ -114,18 +127,9 @@ export class HaCluster {
     this.etcdPort = await freePort();
     const peerPort = await freePort();
     const etcdUrl = `http://127.0.0.1:${this.etcdPort}`;
-    // As the compose file's etcd service runs it, with loopback addresses.
     this.etcd = spawnLogged(
       BINARIES.etcd,
-      [
-        '--name=etcd',
-        `--data-dir=${join(this.dir, 'etcd')}`,
-        `--listen-client-urls=${etcdUrl}`,
-        `--advertise-client-urls=${etcdUrl}`,
-        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
-        `--initial-cluster=etcd=http://127.0.0.1:${peerPort}`,
-      ],
+      etcdArgs({ dataDir: join(this.dir, 'etcd'), listenClient: etcdUrl, advertiseClient: etcdUrl, listenPeer: `http://127.0.0.1:${peerPort}`, advertisePeer: `http://127.0.0.1:${peerPort}` }),
       join(this.dir, 'etcd.log'),
     );
     await waitFor(() => fetch(`${etcdUrl}/health`).then((res) => res.ok), 20_000, 'etcd');
