@@ -66,8 +66,8 @@ describe.skipIf(SKIP)('HA cluster harness', { timeout: 120_000 }, () => {
       "SELECT pg_encoding_to_char(encoding) AS encoding, pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = 'statelog'",
     );
     expect(db).toEqual({ encoding: 'UTF8', owner: 'statelog' });
-    const [{ names }] = await cluster.sql<{ names: string }>(leader!, "SELECT current_setting('synchronous_standby_names') AS names");
-    expect(names).toContain(await cluster.syncStandby());
+    const [settings] = await cluster.sql<{ names: string }>(leader!, "SELECT current_setting('synchronous_standby_names') AS names");
+    expect(settings?.names).toContain(await cluster.syncStandby());
   });
 
   it('replicates a write made through HAProxy to the synchronous standby and the replica', async () => {
@@ -119,6 +119,27 @@ describe.skipIf(SKIP)('HA cluster harness', { timeout: 120_000 }, () => {
     const token = await write();
     // The former leader follows the new one.
     await waitFor(() => has(old, token), 30_000, `the row on ${old}`);
+  });
+
+  it('without its standbys, goes on writing alone; in strict mode, holds writes until one is back', async () => {
+    showLogsOnFailure();
+    const leader = (await cluster.leader())!;
+    let standbys = await cluster.stopStandbys();
+    expect(standbys).toHaveLength(2);
+    await cluster.waitForWritable(15_000);
+    await cluster.startStandbys(standbys);
+    await waitFor(async () => (await cluster.syncStandby()) !== null, 60_000, 'a synchronous standby again');
+
+    await cluster.setConfig({ synchronous_mode_strict: true });
+    standbys = await cluster.stopStandbys();
+    const held = cluster.viaProxy('INSERT INTO harness.probe DEFAULT VALUES', [], 2000, 60_000);
+    held.catch(() => {}); // awaited below; not an unhandled rejection if a step before fails
+    // The commit waits for a standby's flush: its backend shows it.
+    await waitFor(async () => (await cluster.sql(leader, "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'")).length > 0, 10_000, 'a commit waiting for a standby');
+    await cluster.startStandbys(standbys);
+    await held;
+    await cluster.setConfig({ synchronous_mode_strict: false });
+    expect(await cluster.leader()).toBe(leader);
   });
 
   it('restarts a killed postmaster in place (the leader keeps the lock) and writes resume', async () => {

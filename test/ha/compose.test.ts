@@ -72,7 +72,7 @@ describe('docker-compose.yml, profile ha', () => {
     expect(lb.volumes).toContain('./deploy/haproxy-postgres.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro');
     // The nodes answer on the ha network to the names that config balances.
     const servers = [...readFileSync(join(ROOT, 'deploy/haproxy-postgres.cfg'), 'utf8').matchAll(/^\s*server \S+ ([\w-]+):8080$/gm)].map((match) => match[1]);
-    const aliases = ['statelog-ha-1', 'statelog-ha-2'].flatMap((name) => (ha[name]!.networks as Record<string, { aliases: string[] }>).ha.aliases);
+    const aliases = ['statelog-ha-1', 'statelog-ha-2'].flatMap((name) => (ha[name]!.networks as Record<string, { aliases: string[] }>).ha!.aliases);
     expect(aliases.sort()).toEqual(servers.sort());
   });
 

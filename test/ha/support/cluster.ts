@@ -167,7 +167,7 @@ export class HaCluster {
     for (const name of MEMBER_NAMES) this.startMachine(name);
 
     this.haproxyPort = await freePort();
-    const [pg1, pg2, pg3] = MEMBER_NAMES.map((name) => this.member(name));
+    const [pg1, pg2, pg3] = [this.member('pg1'), this.member('pg2'), this.member('pg3')];
     const haproxyEnv: Record<(typeof HAPROXY_ENV)[number], string> = {
       HA_PG_BIND: `127.0.0.1:${this.haproxyPort}`,
       HA_PG1_ADDR: `127.0.0.1:${pg1.pgPort}`,
