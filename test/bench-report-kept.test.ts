@@ -1,5 +1,5 @@
 // docs/BENCHMARKS.md is rendered from results, but sections marked as written by hand
-// survive a re-render (bench/report.ts keptSections).
+// survive a re-render (bench/shared/report.ts keptSections).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { keptSections } from '../bench/report.js';

@@ -45,7 +45,7 @@ async function smoke(figures: string[]) {
   return { results, metric };
 }
 
-describe('the load generator (bench/load.ts)', () => {
+describe('the load generator (bench/shared/load.ts)', () => {
   let bare: Server;
   afterAll(() => bare?.stop());
 
@@ -129,10 +129,10 @@ describe('npm run bench -- --smoke', () => {
   });
 });
 
-describe('the stall timeline (bench/stall-trace.mjs, bench/stall-report.mjs)', () => {
+describe('the stall timeline (bench/profiling/stall-trace.mjs, bench/profiling/stall-report.mjs)', () => {
   it('traces a server process and names what overlapped each slow request most', { timeout: 60_000 }, async () => {
     // The preload in a real server: its timeline file appears, in the form the report reads.
-    const traced = await startStatelog({ STALL_TRACE_DIR: dir }, { entry: 'dist/server.js', nodeArgs: ['--import', join(ROOT, 'bench/stall-trace.mjs')], output: 'discard' });
+    const traced = await startStatelog({ STALL_TRACE_DIR: dir }, { entry: 'dist/server.js', nodeArgs: ['--import', join(ROOT, 'bench/profiling/stall-trace.mjs')], output: 'discard' });
     const timeline = join(dir, `stall-trace-${traced.proc.pid!}.log`);
     await traced.stop();
     expect(existsSync(timeline)).toBe(true);
@@ -150,7 +150,7 @@ describe('the stall timeline (bench/stall-trace.mjs, bench/stall-report.mjs)', (
         '1200 slow-request 16.00 PUT', // under --slow 30
       ].join('\n'),
     );
-    const { stdout } = await execFileAsync(process.execPath, ['bench/stall-report.mjs', file, '--slow', '30'], { cwd: ROOT });
+    const { stdout } = await execFileAsync(process.execPath, ['bench/profiling/stall-report.mjs', file, '--slow', '30'], { cwd: ROOT });
     expect(stdout).toContain('2 requests of 30 ms or more');
     expect(stdout).toMatch(/pool-fdatasync: 1\n/);
     expect(stdout).toMatch(/stall: 1\n/);
