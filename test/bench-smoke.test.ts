@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startBare, startStatelog, type Server } from '../bench/lib.js';
-import { autocannonCli, load, prebuilt } from '../bench/load.js';
-import { renderChart, renderMarkdown, type Results } from '../bench/report.js';
-import { putRequest } from '../bench/write.js';
+import { startBare, startStatelog, type Server } from '../bench/shared/lib.js';
+import { autocannonCli, load, prebuilt } from '../bench/shared/load.js';
+import { renderChart, renderMarkdown, type Results } from '../bench/shared/report.js';
+import { putRequest } from '../bench/writes/write.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const execFileAsync = promisify(execFile);

@@ -47,7 +47,7 @@ describe('import boundaries', () => {
     ['src/snapshot/shared-snapshots.ts', "import type { Metrics } from '../metrics.js';"],
     ['src/snapshot/snapshot-spool.ts', "import type { Pool } from 'pg';"],
     ['src/snapshot/scoped-reads.ts', "import { keyRoutes } from '../routes/keys.js';"],
-    ['src/app.ts', "import { lib } from '../bench/lib.js';"],
+    ['src/app.ts', "import { lib } from '../bench/shared/lib.js';"],
     ['src/app.ts', "import { startServer } from '../harness/server-process.js';"],
     ['bench/shared/lib.ts', "import { currentState } from '../../test/support/store-helpers.js';"],
     ['bench/shared/lib.ts', "import { startApp } from '../../test/support/helpers.js';"],
