@@ -108,6 +108,18 @@ describe('npm run bench -- --smoke', () => {
     expect(metric('fanout', 'bare relay delivery p99 in the warm-up').median).toBeGreaterThan(0);
   });
 
+  it('--list says what each figure measures and how long its last run took, and names the scripts run alone', { timeout: 60_000 }, async () => {
+    const { code, output } = await runSuite(['--list']);
+    expect(code, output).toBe(0);
+    for (const name of ['write', 'read', 'snapshot', 'compact', 'postgres', 'peers', 'followers']) {
+      expect(output).toMatch(new RegExp(`^${name}( \\(alone\\))?\\n  \\S.+\\n  last run: `, 'm'));
+    }
+    expect(output).toMatch(/^compact\n.*\n  last run: \d.* s \(\d{4}-\d{2}-\d{2}.*\.json\); --full /m);
+    for (const path of ['bench/profiling/versus-commit.ts', 'bench/writes/fsync.ts', 'bench/snapshots/quick-check.ts']) {
+      expect(output).toMatch(new RegExp(`^${path.replace(/\./g, '\\.')}\\n  \\S`, 'm'));
+    }
+  });
+
   it('refuses an unknown figure name', async () => {
     const { code, output } = await runSuite(['--smoke', '--only', 'nonesuch']);
     expect(code).not.toBe(0);

@@ -121,8 +121,8 @@ export const SLOW_TIERS: Tier[] = [
   },
   {
     name: 'commands',
-    what: "what a user types, each step a process: the command-line client (under faults too), the README's commands, the examples",
-    include: ['test/cli.test.ts', 'test/cli-faults.test.ts', 'test/readme.test.ts', 'test/examples.test.ts'],
+    what: "what a user types, each step a process: the command-line client (under faults too, and its backups restored), the README's commands, the examples",
+    include: ['test/cli.test.ts', 'test/cli-faults.test.ts', 'test/backup-restore.test.ts', 'test/readme.test.ts', 'test/examples.test.ts'],
     store: 'sqlite',
     onPostgresToo: true,
     globalSetup: [BUILD],
