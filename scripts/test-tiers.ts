@@ -8,7 +8,7 @@
 //   tsx scripts/test-tiers.ts --list              the tiers, what each proves and needs, and its files' globs
 //   tsx scripts/test-tiers.ts --names             the tier names, one a line (for .ci/run)
 import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TIERS, type Tier } from '../test/tiers.js';
 
@@ -17,7 +17,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** The one line a tier is skipped with, or null when it can run. */
 export async function missing(tier: Tier): Promise<string | null> {
   for (const need of tier.needs) {
-    if (!(await need.present())) return `test:${tier.name} skipped: ${need.missing} (${need.hint})`;
+    if (!(await need.present())) return `test:${tier.name} skipped: needs ${need.name} (${need.hint})`;
   }
   return null;
 }
@@ -34,7 +34,7 @@ if (first === '--names') {
 }
 if (first === '--list') {
   for (const tier of TIERS) {
-    const needs = tier.needs.map((need) => need.missing.replace(/^no /, '')).join(', ');
+    const needs = tier.needs.map((need) => need.name).join(', ');
     console.log(`${tier.name}: ${tier.what}${needs ? `; needs ${needs}` : ''}\n  ${tier.include.join(' ')}${tier.name === 'fast' ? ' (less every other tier\'s)' : ''}`);
   }
   process.exit(0);
@@ -58,7 +58,7 @@ for (const tier of selected) {
 }
 
 if (runnable.length > 0) {
-  const vitest = createRequire(import.meta.url).resolve('vitest/vitest.mjs');
+  const vitest = join(ROOT, 'node_modules/vitest/vitest.mjs');
   const projects = runnable.flatMap((tier) => ['--project', tier.name]);
   const run = spawnSync(process.execPath, [vitest, 'run', ...projects, ...vitestArgs], { cwd: ROOT, stdio: 'inherit' });
   if (run.status !== 0) failed = true;

@@ -114,7 +114,7 @@ describe('npm run bench -- --smoke', () => {
     for (const name of ['write', 'read', 'snapshot', 'compact', 'postgres', 'peers', 'followers']) {
       expect(output).toMatch(new RegExp(`^${name}( \\(alone\\))?\\n  \\S.+\\n  last run: `, 'm'));
     }
-    expect(output).toMatch(/^compact\n.*\n  last run: \d.* s \(\d{4}-\d{2}-\d{2}.*\.json\); --full /m);
+    expect(output).toMatch(/^compact\n.*\n {2}last run: \d.* s \(\d{4}-\d{2}-\d{2}.*\.json\); --full /m);
     for (const path of ['bench/profiling/versus-commit.ts', 'bench/writes/fsync.ts', 'bench/snapshots/quick-check.ts']) {
       expect(output).toMatch(new RegExp(`^${path.replace(/\./g, '\\.')}\\n  \\S`, 'm'));
     }

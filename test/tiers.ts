@@ -6,8 +6,8 @@
 
 /** Something a tier needs that a newcomer's machine may lack. */
 export interface Need {
-  /** What is missing, in the skip line: "no Chromium". */
-  missing: string;
+  /** What it is, in the skip line: "needs Chromium". */
+  name: string;
   /** How to get it. */
   hint: string;
   /** Whether it is there (imported lazily: vitest.config.ts never runs it). */
@@ -41,22 +41,22 @@ const command = (name: string, args: string[]) => async () => {
 };
 
 const CHROMIUM: Need = {
-  missing: 'no Chromium',
+  name: 'Chromium',
   hint: 'apt-get install chromium, npx playwright-core install chromium, or set STATELOG_TEST_CHROMIUM',
-  present: async () => (await import('./ui/browser.js')).findChromium() !== null,
+  present: async () => (await import('./ui/find-chromium.js')).findChromium() !== null,
 };
 const NGINX: Need = {
-  missing: 'no nginx',
+  name: 'nginx',
   hint: 'apt-get install nginx',
   present: async () => (await import('../harness/nginx.js')).hasNginx,
 };
 const PROMTOOL: Need = {
-  missing: 'no promtool',
+  name: 'promtool',
   hint: 'apt-get install prometheus, or set STATELOG_TEST_PROMTOOL',
   present: command(process.env.STATELOG_TEST_PROMTOOL || 'promtool', ['--version']),
 };
 const HA: Need = {
-  missing: 'no Patroni, etcd or HAProxy',
+  name: 'Patroni, etcd and HAProxy',
   hint: 'apt-get install patroni etcd-server etcd-client haproxy',
   present: async () => (await command('patroni', ['--version'])()) && (await command('etcd', ['--version'])()) && (await command('haproxy', ['-v'])()),
 };
