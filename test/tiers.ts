@@ -105,7 +105,7 @@ const PG = 'test/support/pg-global-setup.ts'; // a PostgreSQL to use, embedded w
 export const SLOW_TIERS: Tier[] = [
   {
     name: 'crash',
-    what: 'server processes killed, restarted, reloaded and stopped mid-work, and the clients that ride through it',
+    what: 'server processes started, killed, restarted, reloaded and stopped mid-work, a failing disk and the file lock under a real process, and the clients that ride through it',
     include: [
       'test/crash*.test.ts',
       'test/compaction-crash.test.ts',
@@ -113,6 +113,10 @@ export const SLOW_TIERS: Tier[] = [
       'test/watch-faults.test.ts',
       'test/server-process.test.ts',
       'test/sighup.test.ts',
+      'test/process.test.ts',
+      'test/sqlite-process-lock.test.ts',
+      'test/sqlite-fsync-failure.test.ts',
+      'test/sqlite-disk-full.test.ts',
     ],
     store: 'sqlite',
     onPostgresToo: true,
@@ -132,6 +136,15 @@ export const SLOW_TIERS: Tier[] = [
     name: 'property',
     what: 'long runs of generated inputs: the compaction rules, the change feed and the scopes as properties, and the API fuzzed',
     include: ['test/*-property.test.ts', 'test/*-properties.test.ts', 'test/fuzz.test.ts'],
+    store: 'sqlite',
+    onPostgresToo: true,
+    globalSetup: [BUILD],
+    needs: [],
+  },
+  {
+    name: 'large',
+    what: 'large data: tens of megabytes through snapshots past the socket buffers, and a long log compacted on disk',
+    include: ['test/snapshot-slow-readers.test.ts', 'test/compaction-disk.test.ts'],
     store: 'sqlite',
     onPostgresToo: true,
     globalSetup: [BUILD],
