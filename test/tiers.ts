@@ -126,7 +126,14 @@ export const SLOW_TIERS: Tier[] = [
   {
     name: 'commands',
     what: "what a user types, each step a process: the command-line client (under faults too, and its backups restored), the README's commands, the examples",
-    include: ['test/cli.test.ts', 'test/cli-faults.test.ts', 'test/backup-restore.test.ts', 'test/readme.test.ts', 'test/examples.test.ts'],
+    include: [
+      'test/cli.test.ts',
+      'test/cli-faults.test.ts',
+      'test/backup-restore.test.ts',
+      'test/client-certificates.test.ts', // its entries made by `statelog token new`, and the command with a certificate
+      'test/readme.test.ts',
+      'test/examples.test.ts',
+    ],
     store: 'sqlite',
     onPostgresToo: true,
     globalSetup: [BUILD],
@@ -143,8 +150,8 @@ export const SLOW_TIERS: Tier[] = [
   },
   {
     name: 'large',
-    what: 'large data: tens of megabytes through snapshots past the socket buffers, and a long log compacted on disk',
-    include: ['test/snapshot-slow-readers.test.ts', 'test/compaction-disk.test.ts'],
+    what: 'large data: tens of megabytes through snapshots past the socket buffers, a long log compacted on disk and while it is read and written',
+    include: ['test/snapshot-slow-readers.test.ts', 'test/compaction-disk.test.ts', 'test/compaction-concurrency.test.ts'],
     store: 'sqlite',
     onPostgresToo: true,
     globalSetup: [BUILD],
