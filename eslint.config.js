@@ -7,6 +7,11 @@ function boundary(files, regex, message) {
   return { files, rules: { 'no-restricted-imports': ['error', { patterns: [{ regex, message }] }] } };
 }
 
+/** The client speaks HTTP only (for every file of packages/client; narrower entries add to it). */
+const CLIENT_BANS =
+  '^\\.\\./(?!\\.\\./\\.\\./src/contract/(?!render\\.js$))|^(fastify|@fastify/.+|better-sqlite3|pg|pino|prom-client|statelog)(/|$)';
+const CLIENT_WHY = 'the client speaks HTTP only: of the server it imports the contract (src/contract) alone, and none of its packages';
+
 export default tseslint.config(
   { ignores: ['dist/', '**/dist/', '.variant-*/', '.base-*/', 'node_modules/', 'coverage/', 'bench/results/', 'test-artifacts/'] },
   js.configs.recommended,
@@ -24,10 +29,18 @@ export default tseslint.config(
   // The parts of the system, kept apart (test/lint-boundaries.test.ts shows a breach fails).
   // Later entries for the same files win, so each part states all of its bans in one entry.
   boundary(['src/**/*.ts'], '(^|/)(test|bench|harness)/', 'the service never imports tests, benchmarks or their harness'),
+  boundary(['packages/client/**/*.ts'], CLIENT_BANS, CLIENT_WHY),
+  // Inside the client, the page and snapshot primitives (pages.ts) and what they use sit
+  // below StatelogClient and watch(): nothing down there imports the layers above it.
   boundary(
-    ['packages/client/**/*.ts'],
-    '^\\.\\./(?!\\.\\./\\.\\./src/contract/(?!render\\.js$))|^(fastify|@fastify/.+|better-sqlite3|pg|pino|prom-client|statelog)(/|$)',
-    'the client speaks HTTP only: of the server it imports the contract (src/contract) alone, and none of its packages',
+    ['packages/client/src/{pages,errors,retry,sse,checkpoint}.ts'],
+    `${CLIENT_BANS}|^\\./(client|watch|state-mirror|index)\\.js$`,
+    `${CLIENT_WHY}; the page and snapshot primitives sit below the client and watch(), and import neither`,
+  ),
+  boundary(
+    ['packages/client/src/watch.ts'],
+    `${CLIENT_BANS}|^\\./(client|state-mirror|index)\\.js$`,
+    `${CLIENT_WHY}; watch() follows the pages of pages.ts, and never imports the client built on it`,
   ),
   boundary(
     ['src/contract/**/*.ts'],

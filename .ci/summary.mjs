@@ -1,16 +1,52 @@
-// Prints "N passed, N failed" summed over vitest's JSON reports (a missing report is a failure).
+// Prints "N passed, N failed" summed over vitest's JSON reports (a missing report is a
+// failure). With `--times <file>` (lines "step<TAB>seconds<TAB>ok|FAILED" from .ci/run),
+// first a table of each step's time and tests, and a failed step whose report shows no
+// failed test (a typecheck, a tier that could not start) counts as one failure.
 import { existsSync, readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 
-const files = process.argv.slice(2);
+const args = process.argv.slice(2);
+const timesAt = args.indexOf('--times');
+const timesFile = timesAt >= 0 ? args.splice(timesAt, 2)[1] : null;
+const files = args;
+
+/** A report's tests, or null when it is missing. */
+function read(file) {
+  if (!existsSync(file)) return null;
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  const suiteOnly = report.numFailedTestSuites > 0 && report.numFailedTests === 0 ? 1 : 0;
+  return { passed: report.numPassedTests, failed: report.numFailedTests + suiteOnly };
+}
+
 let passed = 0;
 let failed = files.length === 0 ? 1 : 0;
+const byReport = new Map();
 for (const file of files) {
-  if (!existsSync(file)) {
+  const tests = read(file);
+  if (!tests) {
     failed += 1;
     continue;
   }
-  const report = JSON.parse(readFileSync(file, 'utf8'));
-  passed += report.numPassedTests;
-  failed += report.numFailedTests + (report.numFailedTestSuites > 0 && report.numFailedTests === 0 ? 1 : 0);
+  byReport.set(basename(file, '.json'), tests);
+  passed += tests.passed;
+  failed += tests.failed;
+}
+
+if (timesFile && existsSync(timesFile)) {
+  const minutes = (s) => `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+  const steps = readFileSync(timesFile, 'utf8').trim().split('\n').map((line) => line.split('\t'));
+  const rows = [['step', 'time', 'result', 'tests passed', 'failed']];
+  let total = 0;
+  for (const [name, seconds, result] of steps) {
+    total += Number(seconds);
+    // test:<tier> reports as tier-<tier>.json; other steps under their own name.
+    const tests = byReport.get(name.startsWith('test:') ? `tier-${name.slice(5)}` : name);
+    if (result !== 'ok' && !(tests && tests.failed > 0)) failed += 1;
+    rows.push([name, minutes(Number(seconds)), result, tests ? String(tests.passed) : '', tests ? String(tests.failed) : '']);
+  }
+  rows.push(['total', minutes(total), '', '', '']);
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  for (const row of rows) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ').trimEnd());
+  console.log();
 }
 console.log(`${passed} passed, ${failed} failed`);

@@ -3,16 +3,17 @@
 //   npm run bench                         the whole suite, under 10 minutes on 2 cores
 //   npm run bench -- --only write,read    some figures (results in bench/results/<date>-write-read.json)
 //   npm run bench -- --smoke              every figure briefly on tiny data: does the harness work?
-//   npm run bench -- --list               the figure names
+//   npm run bench -- --list               what each figure measures and how long it takes
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { loadAverage, machine, versions } from './facts.js';
-import { met, type Figure, type FigureResult, type RunSettings } from './figure.js';
+import { loadAverage, machine, versions } from './shared/facts.js';
+import { met, type Figure, type FigureResult, type RunSettings } from './shared/figure.js';
 import { buildServer } from '../harness/build.js';
-import { ROOT, summary } from './lib.js';
-import { writeDocs, type FigureRecord, type Results } from './report.js';
+import { ROOT, summary } from './shared/lib.js';
+import { printList } from './shared/list.js';
+import { writeDocs, type FigureRecord, type Results } from './shared/report.js';
 
 /**
  * Every figure, in the order the suite runs them. A new bench script joins the suite with
@@ -20,29 +21,29 @@ import { writeDocs, type FigureRecord, type Results } from './report.js';
  * marked { alone: true } run only when named with --only, to keep the suite under 10 minutes.
  */
 const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
-  ['generator', async () => (await import('./generator.js')).generatorFigure],
-  ['write', async () => (await import('./write.js')).writeFigure(50)],
-  ['write-c1', async () => (await import('./write.js')).writeFigure(1), { alone: true }],
-  ['write-c10', async () => (await import('./write.js')).writeFigure(10), { alone: true }],
-  ['read', async () => (await import('./read.js')).readFigure],
-  ['batch', async () => (await import('./batch.js')).batchFigure],
-  ['incr', async () => (await import('./incr.js')).incrFigure],
-  ['peers', async () => (await import('./peers.js')).peersFigure],
-  ['snapshot', async () => (await import('./snapshot.js')).snapshotFigure],
-  ['wal-stalled-reader', async () => (await import('./wal-stalled-reader.js')).walStalledReaderFigure],
-  ['fanout', async () => (await import('./fanout.js')).fanoutFigure],
-  ['filtered-polls', async () => (await import('./filtered-polls.js')).filteredPollsFigure],
-  ['compact', async () => (await import('./compact.js')).compactFigure],
-  ['expiry', async () => (await import('./expiry.js')).expiryFigure],
-  ['expiry-pace', async () => (await import('./expiry-pace.js')).expiryPaceFigure],
-  ['expired-listing', async () => (await import('./expired-listing.js')).expiredListingFigure],
-  ['exact-bodies', async () => (await import('./exact-bodies.js')).exactBodiesFigure],
-  ['recovery', async () => (await import('./recovery.js')).recoveryFigure],
-  ['mirror', async () => (await import('./mirror-restart.js')).mirrorFigure],
-  ['postgres', async () => (await import('./postgres.js')).postgresFigure],
-  ['tenants', async () => (await import('./tenants.js')).tenantsFigure],
-  ['followers', async () => (await import('./followers.js')).followersFigure, { alone: true }],
-  ['herd-large', async () => (await import('./herd-large.js')).herdLargeFigure, { alone: true }],
+  ['generator', async () => (await import('./writes/generator.js')).generatorFigure],
+  ['write', async () => (await import('./writes/write.js')).writeFigure(50)],
+  ['write-c1', async () => (await import('./writes/write.js')).writeFigure(1), { alone: true }],
+  ['write-c10', async () => (await import('./writes/write.js')).writeFigure(10), { alone: true }],
+  ['read', async () => (await import('./reads/read.js')).readFigure],
+  ['batch', async () => (await import('./writes/batch.js')).batchFigure],
+  ['incr', async () => (await import('./writes/incr.js')).incrFigure],
+  ['peers', async () => (await import('./peers/peers.js')).peersFigure],
+  ['snapshot', async () => (await import('./snapshots/snapshot.js')).snapshotFigure],
+  ['wal-stalled-reader', async () => (await import('./snapshots/wal-stalled-reader.js')).walStalledReaderFigure],
+  ['fanout', async () => (await import('./reads/fanout.js')).fanoutFigure],
+  ['filtered-polls', async () => (await import('./reads/filtered-polls.js')).filteredPollsFigure],
+  ['compact', async () => (await import('./snapshots/compact.js')).compactFigure],
+  ['expiry', async () => (await import('./writes/expiry.js')).expiryFigure],
+  ['expiry-pace', async () => (await import('./writes/expiry-pace.js')).expiryPaceFigure],
+  ['expired-listing', async () => (await import('./reads/expired-listing.js')).expiredListingFigure],
+  ['exact-bodies', async () => (await import('./writes/exact-bodies.js')).exactBodiesFigure],
+  ['recovery', async () => (await import('./snapshots/recovery.js')).recoveryFigure],
+  ['mirror', async () => (await import('./snapshots/mirror-restart.js')).mirrorFigure],
+  ['postgres', async () => (await import('./postgres/postgres.js')).postgresFigure],
+  ['tenants', async () => (await import('./writes/tenants.js')).tenantsFigure],
+  ['followers', async () => (await import('./reads/followers.js')).followersFigure, { alone: true }],
+  ['herd-large', async () => (await import('./reads/herd-large.js')).herdLargeFigure, { alone: true }],
 ];
 
 const NAMES = FIGURES.map(([name]) => name);
@@ -70,7 +71,7 @@ const program = new Command('bench')
   .option('--out <file>', 'where to write the results JSON')
   .option('--into <file>', 'replace these figures in an existing results file and regenerate the docs from it')
   .option('--no-docs', 'do not regenerate docs/BENCHMARKS.md and docs/bench-chart.svg')
-  .option('--list', 'list the figure names and exit', false)
+  .option('--list', 'what each figure measures and how long its last run took, and the scripts run on their own', false)
   .parse();
 
 const options = program.opts<{
@@ -86,7 +87,7 @@ const options = program.opts<{
 }>();
 
 if (options.list) {
-  console.log(NAMES.join('\n'));
+  await printList(FIGURES);
   process.exit(0);
 }
 

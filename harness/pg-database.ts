@@ -7,7 +7,7 @@ export const DEFAULT_PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres
 
 /**
  * The maintenance database: STATELOG_TEST_PG_URL (loopback only), else the default. Read
- * when used, not at import: the postgres project's global setup may point it at an
+ * when used, not at import: the pg tier's global setup may point it at an
  * embedded server it started (test/support/pg-global-setup.ts).
  */
 export function pgAdminUrl(): string {

@@ -1,8 +1,8 @@
 // docs/BENCHMARKS.md is rendered from results, but sections marked as written by hand
-// survive a re-render (bench/report.ts keptSections).
+// survive a re-render (bench/shared/report.ts keptSections).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { keptSections } from '../bench/report.js';
+import { keptSections } from '../bench/shared/report.js';
 
 describe('keptSections', () => {
   it('keeps every marked block as written, and nothing else', () => {

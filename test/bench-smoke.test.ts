@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startBare, startStatelog, type Server } from '../bench/lib.js';
-import { autocannonCli, load, prebuilt } from '../bench/load.js';
-import { renderChart, renderMarkdown, type Results } from '../bench/report.js';
-import { putRequest } from '../bench/write.js';
+import { startBare, startStatelog, type Server } from '../bench/shared/lib.js';
+import { autocannonCli, load, prebuilt } from '../bench/shared/load.js';
+import { renderChart, renderMarkdown, type Results } from '../bench/shared/report.js';
+import { putRequest } from '../bench/writes/write.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const execFileAsync = promisify(execFile);
@@ -45,7 +45,7 @@ async function smoke(figures: string[]) {
   return { results, metric };
 }
 
-describe('the load generator (bench/load.ts)', () => {
+describe('the load generator (bench/shared/load.ts)', () => {
   let bare: Server;
   afterAll(() => bare?.stop());
 
@@ -108,6 +108,18 @@ describe('npm run bench -- --smoke', () => {
     expect(metric('fanout', 'bare relay delivery p99 in the warm-up').median).toBeGreaterThan(0);
   });
 
+  it('--list says what each figure measures and how long its last run took, and names the scripts run alone', { timeout: 60_000 }, async () => {
+    const { code, output } = await runSuite(['--list']);
+    expect(code, output).toBe(0);
+    for (const name of ['write', 'read', 'snapshot', 'compact', 'postgres', 'peers', 'followers']) {
+      expect(output).toMatch(new RegExp(`^${name}( \\(alone\\))?\\n  \\S.+\\n  last run: `, 'm'));
+    }
+    expect(output).toMatch(/^compact\n.*\n {2}last run: \d.* s \(\d{4}-\d{2}-\d{2}.*\.json\); --full /m);
+    for (const path of ['bench/profiling/versus-commit.ts', 'bench/writes/fsync.ts', 'bench/snapshots/quick-check.ts']) {
+      expect(output).toMatch(new RegExp(`^${path.replace(/\./g, '\\.')}\\n  \\S`, 'm'));
+    }
+  });
+
   it('refuses an unknown figure name', async () => {
     const { code, output } = await runSuite(['--smoke', '--only', 'nonesuch']);
     expect(code).not.toBe(0);
@@ -129,10 +141,10 @@ describe('npm run bench -- --smoke', () => {
   });
 });
 
-describe('the stall timeline (bench/stall-trace.mjs, bench/stall-report.mjs)', () => {
+describe('the stall timeline (bench/profiling/stall-trace.mjs, bench/profiling/stall-report.mjs)', () => {
   it('traces a server process and names what overlapped each slow request most', { timeout: 60_000 }, async () => {
     // The preload in a real server: its timeline file appears, in the form the report reads.
-    const traced = await startStatelog({ STALL_TRACE_DIR: dir }, { entry: 'dist/server.js', nodeArgs: ['--import', join(ROOT, 'bench/stall-trace.mjs')], output: 'discard' });
+    const traced = await startStatelog({ STALL_TRACE_DIR: dir }, { entry: 'dist/server.js', nodeArgs: ['--import', join(ROOT, 'bench/profiling/stall-trace.mjs')], output: 'discard' });
     const timeline = join(dir, `stall-trace-${traced.proc.pid!}.log`);
     await traced.stop();
     expect(existsSync(timeline)).toBe(true);
@@ -150,7 +162,7 @@ describe('the stall timeline (bench/stall-trace.mjs, bench/stall-report.mjs)', (
         '1200 slow-request 16.00 PUT', // under --slow 30
       ].join('\n'),
     );
-    const { stdout } = await execFileAsync(process.execPath, ['bench/stall-report.mjs', file, '--slow', '30'], { cwd: ROOT });
+    const { stdout } = await execFileAsync(process.execPath, ['bench/profiling/stall-report.mjs', file, '--slow', '30'], { cwd: ROOT });
     expect(stdout).toContain('2 requests of 30 ms or more');
     expect(stdout).toMatch(/pool-fdatasync: 1\n/);
     expect(stdout).toMatch(/stall: 1\n/);

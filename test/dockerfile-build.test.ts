@@ -5,7 +5,7 @@
 // for /healthz. Steps that set up the image's system (apt packages, the data folder's
 // owner) are skipped by name, each with its reason; every other RUN runs as written.
 // Minutes long (a full `npm ci` and the native module compiled from source): outside
-// `npm test`, run by .ci/run as `npm run test:dockerfile` (vitest.config.ts).
+// `npm test`: the dockerfile tier (test/tiers.ts), `npm run test:dockerfile`, which .ci/run runs.
 import { spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

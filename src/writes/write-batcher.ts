@@ -21,13 +21,13 @@ import { StoreError } from '../store/store-errors.js';
 
 /**
  * The deletes a group takes beyond what its writers' TTLs pay for, when the time share
- * allows: about a millisecond of a commit (bench/expiry.ts).
+ * allows: about a millisecond of a commit (bench/writes/expiry.ts).
  */
 export const EXPIRIES_PER_COMMIT = 100;
 /**
  * Deletes a group takes for each op of its writers that sets a TTL: more than one for
  * one, so that a backlog left by a pause shrinks while the ingest goes on
- * (bench/expiry-pace.ts).
+ * (bench/writes/expiry-pace.ts).
  */
 export const EXPIRIES_PER_TTL_WRITE = 4;
 /**

@@ -1,4 +1,4 @@
-// vitest globalSetup of both projects: compiles the server and the command-line client
+// vitest globalSetup of every tier (test/tiers.ts): compiles the server and the command-line client
 // (harness/build.ts) once before any file runs. The tests' child processes then start
 // from that JavaScript, as in production, instead of compiling the TypeScript through tsx
 // at each of the suite's many process starts, which cost more than a second of CPU each.

@@ -1,6 +1,6 @@
 // Test fixtures: every test builds the app through the same factory as production, on a
 // fresh database of the store under test: a real SQLite file in its own temporary
-// folder, or (STATELOG_TEST_STORE=postgres, the postgres vitest project) a throw-away
+// folder, or (STATELOG_TEST_STORE=postgres, the pg tier) a throw-away
 // PostgreSQL database.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

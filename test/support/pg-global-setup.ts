@@ -1,4 +1,4 @@
-// vitest globalSetup of the postgres project: a PostgreSQL server must answer at
+// vitest globalSetup of the PostgreSQL tiers (test/tiers.ts): a PostgreSQL server must answer at
 // STATELOG_TEST_PG_URL (default 127.0.0.1:5432, user postgres). When none does, an
 // embedded one is started for the run (test/support/embedded-postgres.ts) and the test
 // processes are pointed at it. Databases left behind by killed runs are dropped first.

@@ -4,26 +4,13 @@
 // (installed by `npx playwright-core install chromium`). With none, the browser tests are
 // skipped with one line, except under CI=true (.ci/run installs Debian's package). Each
 // launch gets a fresh temporary profile from playwright.
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { describe } from 'vitest';
+import { findChromium } from './find-chromium.js';
 
-/** The Chromium to drive, or null when there is none. */
-export function findChromium(env: NodeJS.ProcessEnv = process.env): string | null {
-  // A newcomer's machine, played on one that has Chromium (test/ui/no-browser.test.ts).
-  if (env.STATELOG_TEST_NO_CHROMIUM === '1') return null;
-  const named = env.STATELOG_TEST_CHROMIUM;
-  if (named) {
-    // A name given and wrong is a mistake to report, not a reason to skip.
-    if (!existsSync(named)) throw new Error(`STATELOG_TEST_CHROMIUM=${named}: no such file`);
-    return named;
-  }
-  for (const candidate of ['/usr/bin/chromium', chromium.executablePath()]) {
-    if (candidate && existsSync(candidate)) return candidate;
-  }
-  return null;
-}
+export { findChromium };
 
 export const CHROMIUM = findChromium();
 

@@ -1,24 +1,7 @@
 // @statelog/client: the typed client and the state mirror for workers.
 export { StatelogClient } from './client.js';
-export type {
-  BatchItem,
-  BatchResult,
-  ChangesOptions,
-  ChangesPage,
-  ClientOptions,
-  CompactResult,
-  Entry,
-  HistoryOptions,
-  HistoryPage,
-  LastCompaction,
-  LogRecord,
-  Snapshot,
-  SnapshotOf,
-  SnapshotOptions,
-  Stats,
-  WriteOptions,
-  Written,
-} from './client.js';
+export type { BatchItem, BatchResult, CompactResult, HistoryOptions, HistoryPage, LastCompaction, WriteOptions, Written } from './client.js';
+export type { ChangesOptions, ChangesPage, ClientOptions, Entry, LogRecord, Snapshot, SnapshotOf, SnapshotOptions, Stats } from './pages.js';
 export { CutStreamError, StatelogError, isStatelogError, type ConnectionErrorCode, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
 export { readEvents, type SseEvent } from './sse.js';

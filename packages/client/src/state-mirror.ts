@@ -12,7 +12,8 @@
 import { EventEmitter } from 'node:events';
 import { digestHex, digestTerm } from '../../../src/contract/digest.js';
 import { isExpired } from '../../../src/contract/expiry.js';
-import { StatelogClient, type ClientOptions, type LogRecord } from './client.js';
+import { StatelogClient } from './client.js';
+import type { ClientOptions, LogRecord } from './pages.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
 import type { RetryPolicy } from './retry.js';

@@ -5,7 +5,7 @@
 // server says so (`reset`). It ends when the caller's signal aborts. By default it
 // reads GET /v1/snapshot?minOffset and follows the changes' `Link`, answers an HTTP
 // cache in front can share between followers; `follow: 'stream'` uses the event stream.
-import type { ChangesPage, LogRecord, StatelogClient } from './client.js';
+import type { ChangesPage, LogRecord, PageReader } from './pages.js';
 import { CutStreamError, describeCause, StatelogError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, sleep, type RetryPolicy } from './retry.js';
 import { readEvents } from './sse.js';
@@ -79,7 +79,7 @@ type Wire<T> =
   | { kind: 'progress'; offset: number };
 
 interface Source {
-  client: StatelogClient;
+  client: PageReader;
   at: Position;
   prefix: string | undefined;
   key: string | undefined;
@@ -88,7 +88,7 @@ interface Source {
   heard: () => void;
 }
 
-export async function* watch<T>(client: StatelogClient, options: WatchOptions): AsyncGenerator<WatchEvent<T>, void, undefined> {
+export async function* watch<T>(client: PageReader, options: WatchOptions): AsyncGenerator<WatchEvent<T>, void, undefined> {
   const { signal, key } = options;
   const policy = { ...DEFAULT_RETRY, ...options.retry };
   const silenceMs = options.silenceMs ?? 45_000;
