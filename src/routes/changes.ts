@@ -34,7 +34,7 @@ export interface ChangesRouteOptions {
   watchers: WatcherSlots;
   lifecycle: Lifecycle;
   metrics: Metrics;
-  config: Pick<Config, 'tokens'>;
+  config: Pick<Config, 'tokens' | 'tokensFile'>;
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = async (app, options) => {
