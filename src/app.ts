@@ -109,8 +109,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     const lastCompaction = () => compactor.lastCompaction;
     await app.register(operationsRoutes, { store, config, lifecycle: services.lifecycle, metrics, faults, snapshots, lastCompaction });
     await app.register(snapshotRoutes, { store, snapshots, lifecycle: services.lifecycle, metrics, config });
-    await app.register(changesRoutes, { store, notifier, tailWindow, watchers, lifecycle: services.lifecycle, metrics, config });
-    await app.register(changeStreamRoutes, { store, notifier, tailWindow, watchers, snapshots, lifecycle: services.lifecycle, metrics, faults, config });
+    await app.register(changesRoutes, { store, notifier, tailWindow, watchers, lifecycle: services.lifecycle, metrics, config, auth });
+    await app.register(changeStreamRoutes, { store, notifier, tailWindow, watchers, snapshots, lifecycle: services.lifecycle, metrics, faults, config, auth });
     await app.register(uiRoutes);
   } catch (err) {
     await app.close().catch(() => {});

@@ -7,7 +7,8 @@ import type { ReadFilter } from '../contract/key-scope.js';
 import { recordJson } from '../contract/render.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
-import { requestFilter } from '../http/scope.js';
+import { requestFilter, watchScope } from '../http/scope.js';
+import type { Authenticator } from '../http/auth.js';
 import { changeStreamSchema } from '../contract/schemas.js';
 import type { Config } from '../config.js';
 import type { ChangeNotifier } from '../feed/change-notifier.js';
@@ -76,10 +77,12 @@ export interface ChangeStreamRouteOptions {
   metrics: Metrics;
   faults: StoreFaults;
   config: Pick<Config, 'stalledReaderMs'>;
+  /** The credentials in force (null: auth off): open streams are checked again at each reload. */
+  auth: Authenticator | null;
 }
 
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
-  const { store, notifier, tailWindow, watchers, snapshots, lifecycle, metrics, faults, config } = options;
+  const { store, notifier, tailWindow, watchers, snapshots, lifecycle, metrics, faults, config, auth } = options;
   const tail = new TailPages(store, tailWindow, recordEvents);
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
@@ -116,6 +119,8 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse', req.raw);
     const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, after, snapshot: snapshot ?? null, signal: lifetime.signal });
+    // Revoked by a reload, it ends with a reset; narrowed, it shows the new scope from the next record on.
+    const unwatch = watchScope(auth, req, { prefix: req.query.prefix, key: req.query.key }, filter, (change) => source.rescope(change));
     const socket = req.raw.socket;
     // A stream ended by shutdown must leave no idle keep-alive connection (server.close() waits for
     // it): a reader not draining is cut at once, one that stopped reading a moment later.
@@ -139,6 +144,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
       () => {
         lifecycle.shutdown.removeEventListener('abort', onShutdown);
         lifetime.dispose();
+        unwatch();
         source.close();
         closed();
         release();
