@@ -87,6 +87,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
     connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
     ...serverOptions(config),
+    // The client's address (watcher shares, the access log) is the forwarded one only from a trusted proxy.
+    ...(config.trustedProxies.length > 0 ? { trustProxy: config.trustedProxies } : {}),
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
   }).withTypeProvider<TypeBoxTypeProvider>();

@@ -2,6 +2,7 @@
 // passed around as this typed object. Nothing else reads process.env.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { readTokenFile, ROLES, TokenFileError, type FileEntry, type Role } from './token-file.js';
 
@@ -49,6 +50,8 @@ export interface Config {
   tls: TlsFiles | null;
   /** Origins allowed to call from a browser (CORS); ['*'] for any; null sends no CORS headers. */
   corsOrigins: string[] | null;
+  /** Addresses and CIDR ranges of proxies whose X-Forwarded-For names the client; empty: none trusted. */
+  trustedProxies: string[];
 }
 
 export interface TlsFiles {
@@ -253,6 +256,23 @@ function corsOrigins(env: Env): string[] | null {
   return origins;
 }
 
+/** Addresses (192.0.2.1, ::1) or CIDR ranges (10.0.0.0/8); a header from anyone else names no client. */
+function trustedProxies(env: Env): string[] {
+  const text = raw(env, 'STATELOG_TRUSTED_PROXIES');
+  if (text === undefined) return [];
+  return text.split(',').map((entry, index) => {
+    const proxy = entry.trim();
+    const [address = '', bits, ...rest] = proxy.split('/');
+    const family = isIP(address);
+    const width = family === 6 ? 128 : 32;
+    const range = bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= width);
+    if (family === 0 || !range || rest.length > 0) {
+      throw new ConfigError('STATELOG_TRUSTED_PROXIES', `entry ${index + 1} ("${proxy}") is not an address or CIDR range such as 10.0.0.5 or 10.0.0.0/8`);
+    }
+    return proxy;
+  });
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const store = oneOf(env, 'STATELOG_STORE', ['sqlite', 'postgres'], 'sqlite');
   return {
@@ -287,5 +307,6 @@ export function loadConfig(env: Env = process.env): Config {
     loadSampleIntervalMs: integer(env, 'STATELOG_LOAD_SAMPLE_INTERVAL_MS', 1000, 10, 60_000),
     tls: tlsFiles(env),
     corsOrigins: corsOrigins(env),
+    trustedProxies: trustedProxies(env),
   };
 }

@@ -180,6 +180,14 @@ describe('the transport settings', () => {
     expect(loadConfig({ STATELOG_CORS_ORIGINS: '*' }).corsOrigins).toEqual(['*']);
   });
 
+  it('read the trusted proxies (addresses and CIDR ranges), none by default, and refuse anything else', () => {
+    expect(loadConfig({}).trustedProxies).toEqual([]);
+    expect(loadConfig({ STATELOG_TRUSTED_PROXIES: '127.0.0.1, 10.0.0.0/8,::1,fd00::/8' }).trustedProxies).toEqual(['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8']);
+    for (const value of ['nginx', '10.0.0.0/33', '10.0.0.1/8/2', '::1/129', '10.0.0.1,', 'loopback']) {
+      expect(refusal({ STATELOG_TRUSTED_PROXIES: value }).variable, value).toBe('STATELOG_TRUSTED_PROXIES');
+    }
+  });
+
   it('refuse a pattern such as https://*.example.com, which no browser sends, saying so', () => {
     const refused = refusal({ STATELOG_CORS_ORIGINS: 'https://app.example.com, https://*.example.com' });
     expect(refused.variable).toBe('STATELOG_CORS_ORIGINS');
