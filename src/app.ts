@@ -103,7 +103,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     app.addHook('onClose', () => services.close());
     await app.register(lifecycle, { beginShutdown: services.beginShutdown });
     await app.register(parsing, { faults: services.faults });
-    const { store, batcher, metrics, faults, compactor, snapshots, notifier, tailWindow, watchers } = services;
+    const { store, batcher, metrics, faults, compactor, snapshots, notifier, tailWindow, watchers, sharedPages } = services;
     await app.register(requestPipeline, { config, lifecycle: services.lifecycle, metrics, auth, accessLog });
     await app.register(keyRoutes, { store, batcher, config });
     await app.register(recordRoutes, { batcher, config });
@@ -111,8 +111,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     const lastCompaction = () => compactor.lastCompaction;
     await app.register(operationsRoutes, { store, config, lifecycle: services.lifecycle, metrics, faults, snapshots, lastCompaction });
     await app.register(snapshotRoutes, { store, snapshots, lifecycle: services.lifecycle, metrics, config });
-    await app.register(changesRoutes, { store, notifier, tailWindow, watchers, lifecycle: services.lifecycle, metrics, config, auth });
-    await app.register(changeStreamRoutes, { store, notifier, tailWindow, watchers, snapshots, lifecycle: services.lifecycle, metrics, faults, config, auth });
+    await app.register(changesRoutes, { store, notifier, tailWindow, watchers, lifecycle: services.lifecycle, metrics, config, auth, sharedPages });
+    await app.register(changeStreamRoutes, { store, notifier, tailWindow, watchers, snapshots, lifecycle: services.lifecycle, metrics, faults, config, auth, sharedPages });
     await app.register(uiRoutes);
   } catch (err) {
     await app.close().catch(() => {});

@@ -40,6 +40,8 @@ export interface Config {
   snapshotMaxAgeSeconds: number;
   startupCheckMaxBytes: number;
   maxWatchers: number;
+  /** Memory the pages kept at the head for sharing among long polls and streams may hold. */
+  sharedPagesMaxBytes: number;
   /** token → role (STATELOG_TOKENS); null when not set. */
   tokens: Map<string, Role> | null;
   tokensFile: { path: string; entries: FileEntry[] } | null;
@@ -299,6 +301,7 @@ export function loadConfig(env: Env = process.env): Config {
     snapshotMaxAgeSeconds: integer(env, 'STATELOG_SNAPSHOT_MAX_AGE_SECONDS', 10, 0, 3600),
     startupCheckMaxBytes: integer(env, 'STATELOG_STARTUP_CHECK_MAX_BYTES', 1024 ** 3, 0),
     maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
+    sharedPagesMaxBytes: integer(env, 'STATELOG_SHARED_PAGES_MAX_BYTES', 64 * 1024 * 1024, 0, 64 * 1024 ** 3),
     tokens: parseTokens(env),
     tokensFile: tokensFile(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),

@@ -19,7 +19,7 @@ import type { Metrics } from '../metrics.js';
 import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import type { StoreFaults } from '../store/store-errors.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
-import { TailPages } from '../feed/tail-pages.js';
+import { TailPages, type SharedPagesBudget } from '../feed/tail-pages.js';
 import { OneKeySnapshot } from '../snapshot/one-key-snapshot.js';
 import type { LogStore, SnapshotReader, StoredRecord } from '../store/log-store.js';
 
@@ -79,11 +79,12 @@ export interface ChangeStreamRouteOptions {
   config: Pick<Config, 'stalledReaderMs'>;
   /** The credentials in force (null: auth off): open streams are checked again at each reload. */
   auth: Authenticator | null;
+  sharedPages: SharedPagesBudget;
 }
 
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
-  const { store, notifier, tailWindow, watchers, snapshots, lifecycle, metrics, faults, config, auth } = options;
-  const tail = new TailPages(store, tailWindow, recordEvents);
+  const { store, notifier, tailWindow, watchers, snapshots, lifecycle, metrics, faults, config, auth, sharedPages } = options;
+  const tail = new TailPages(store, tailWindow, recordEvents, { budget: sharedPages });
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const filter = requestFilter(req, req.query.prefix, req.query.key);

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, type FeedPage } from '../feed/change-feed.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
 import { recordJson } from '../contract/render.js';
-import { TailPages } from '../feed/tail-pages.js';
+import { TailPages, type SharedPagesBudget } from '../feed/tail-pages.js';
 import type { StoredRecord } from '../store/log-store.js';
 import { cacheScope, nextChanges } from '../http/caching.js';
 import { requestLifetime } from '../http/request-lifetime.js';
@@ -39,13 +39,14 @@ export interface ChangesRouteOptions {
   config: Pick<Config, 'tokens' | 'tokensFile'>;
   /** The credentials in force (null: auth off): held long polls are checked again at each reload. */
   auth: Authenticator | null;
+  sharedPages: SharedPagesBudget;
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = async (app, options) => {
-  const { store, notifier, tailWindow, watchers, lifecycle, metrics, config, auth } = options;
+  const { store, notifier, tailWindow, watchers, lifecycle, metrics, config, auth, sharedPages } = options;
   const scope = cacheScope(config);
   // Polls at one position and filter share one page and one rendering while the head stays.
-  const tail = new TailPages(store, tailWindow, recordsJson);
+  const tail = new TailPages(store, tailWindow, recordsJson, { budget: sharedPages });
 
   app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const { after, limit, wait, epoch, cursor } = req.query;
