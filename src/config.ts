@@ -4,6 +4,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
+import { SPOOL_MIN_BYTES } from './snapshot/spool-budget.js';
 import { readTokenFile, ROLES, TokenFileError, type FileEntry, type Role } from './token-file.js';
 
 export type { Role };
@@ -258,6 +259,18 @@ function corsOrigins(env: Env): string[] | null {
   return origins;
 }
 
+/** Room for a snapshot to start (its first 4 MiB and a write in flight): a smaller budget could serve none larger. */
+function spoolMaxBytes(env: Env): number {
+  const text = raw(env, 'STATELOG_SPOOL_MAX_BYTES');
+  if (text !== undefined && /^\d+$/.test(text) && Number(text) < SPOOL_MIN_BYTES) {
+    throw new ConfigError(
+      'STATELOG_SPOOL_MAX_BYTES',
+      `expected at least ${SPOOL_MIN_BYTES} (5 MiB), got ${text}: a snapshot's answer starts once its first 4 MiB are spooled, and each snapshot is spooled whole, so set it above the size of the largest state to serve`,
+    );
+  }
+  return integer(env, 'STATELOG_SPOOL_MAX_BYTES', 4 * 1024 ** 3, SPOOL_MIN_BYTES);
+}
+
 /** Addresses (192.0.2.1, ::1) or CIDR ranges (10.0.0.0/8); a header from anyone else names no client. */
 function trustedProxies(env: Env): string[] {
   const text = raw(env, 'STATELOG_TRUSTED_PROXIES');
@@ -297,7 +310,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
     stalledReaderMs: integer(env, 'STATELOG_STALLED_READER_MS', 30_000, 100, 3_600_000),
     spoolDir: raw(env, 'STATELOG_SPOOL_DIR') ?? null,
-    spoolMaxBytes: integer(env, 'STATELOG_SPOOL_MAX_BYTES', 4 * 1024 ** 3, 1024 * 1024),
+    spoolMaxBytes: spoolMaxBytes(env),
     snapshotMaxAgeSeconds: integer(env, 'STATELOG_SNAPSHOT_MAX_AGE_SECONDS', 10, 0, 3600),
     startupCheckMaxBytes: integer(env, 'STATELOG_STARTUP_CHECK_MAX_BYTES', 1024 ** 3, 0),
     maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),

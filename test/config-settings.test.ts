@@ -93,10 +93,10 @@ describe('the settings for slow readers, snapshot spools and the start-up check'
       loadConfig({
         STATELOG_STALLED_READER_MS: '5000',
         STATELOG_SPOOL_DIR: '/var/spool/statelog',
-        STATELOG_SPOOL_MAX_BYTES: '1048576',
+        STATELOG_SPOOL_MAX_BYTES: '5242880',
         STATELOG_STARTUP_CHECK_MAX_BYTES: '0',
       }),
-    ).toMatchObject({ stalledReaderMs: 5000, spoolDir: '/var/spool/statelog', spoolMaxBytes: 1_048_576, startupCheckMaxBytes: 0 });
+    ).toMatchObject({ stalledReaderMs: 5000, spoolDir: '/var/spool/statelog', spoolMaxBytes: 5_242_880, startupCheckMaxBytes: 0 });
   });
 
   it.each([
