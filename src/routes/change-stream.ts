@@ -96,6 +96,11 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     }
     const after = resume ?? req.query.after ?? 0;
     try {
+      // An EventSource opened with snapshot=true resumes by repeating that URL, which names no epoch: its
+      // offset may be of a log since restored, whose records after it are others. It starts over instead.
+      if (resume !== undefined && req.query.snapshot && req.query.epoch === undefined) {
+        throw new ApiError('epoch_changed', 'a stream opened with snapshot=true resumes only with its epoch in the URL (the offset alone may be of a log since restored); take a new snapshot', { epoch: store.epoch });
+      }
       checkEpoch(req.query.epoch, store.epoch);
       // Against the database's head and horizon (another node may have acknowledged `after` a moment
       // ago), which also answers 503 before the stream opens if the database cannot be reached.
