@@ -57,14 +57,22 @@ export class TailWindow {
     if (query.after >= this.start && (this.end < position.head || !this.hasRead)) await this.refresh();
     // Behind the window, or ahead of what this node has read (another node's commit):
     // the store answers, and checks the position against the database.
-    if (query.after < this.start || query.after > this.end) {
-      this.options.onRead?.('store');
-      return readFeed(this.turns, this.store, query, gone);
-    }
-    const now = this.store.position();
-    checkReader(query.after, now);
-    this.options.onRead?.('window');
-    return this.page(query, Math.max(now.head, this.end));
+    if (query.after < this.start || query.after > this.end) return this.fromStore(query, gone);
+    // In its turn, as a read of the store: answered at once, hundreds of followers polling in a loop
+    // would take the event loop from every other request (docs/reads.md, Turns).
+    return this.turns.run(async () => {
+      // The window moved on while the read waited for its turn.
+      if (query.after < this.start || query.after > this.end) return this.fromStore(query, gone);
+      const now = this.store.position();
+      checkReader(query.after, now);
+      this.options.onRead?.('window');
+      return this.page(query, Math.max(now.head, this.end));
+    }, gone);
+  }
+
+  private fromStore(query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
+    this.options.onRead?.('store');
+    return readFeed(this.turns, this.store, query, gone);
   }
 
   /**
