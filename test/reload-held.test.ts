@@ -50,14 +50,15 @@ describe('a reload of the token file and the requests it holds', () => {
     const waiting = poll(REVOKED, 'after=1&wait=20');
     await new Promise((resolve) => setTimeout(resolve, 200));
 
+    // Cut at the reload itself, not at the next commit: nothing is written until both have answered.
     const reloadedAt = performance.now();
     reloadWith([WRITER, NARROWED]);
-    await write('a/secret/1');
     await stream.until((events) => events.some((e) => e.event === 'reset'));
     const cutMs = performance.now() - reloadedAt;
-    await stream.ended;
     const answer = await waiting;
     const answeredMs = performance.now() - reloadedAt;
+    await stream.ended;
+    await write('a/secret/1');
 
     const reset = stream.named('reset')[0]!;
     expect(JSON.parse(reset.data)).toMatchObject({ error: { code: 'unauthorized' } });
