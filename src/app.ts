@@ -87,6 +87,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
     connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
     ...serverOptions(config),
+    // The client's address (watcher shares, the access log) is the forwarded one only from a trusted proxy.
+    ...(config.trustedProxies.length > 0 ? { trustProxy: config.trustedProxies } : {}),
     // Keys are up to 512 bytes, percent-encoded up to three characters a byte.
     routerOptions: { maxParamLength: 2048 },
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -101,7 +103,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     app.addHook('onClose', () => services.close());
     await app.register(lifecycle, { beginShutdown: services.beginShutdown });
     await app.register(parsing, { faults: services.faults });
-    const { store, batcher, metrics, faults, compactor, snapshots, notifier, tailWindow, watchers } = services;
+    const { store, batcher, metrics, faults, compactor, snapshots, notifier, tailWindow, watchers, sharedPages } = services;
     await app.register(requestPipeline, { config, lifecycle: services.lifecycle, metrics, auth, accessLog });
     await app.register(keyRoutes, { store, batcher, config });
     await app.register(recordRoutes, { batcher, config });
@@ -109,8 +111,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     const lastCompaction = () => compactor.lastCompaction;
     await app.register(operationsRoutes, { store, config, lifecycle: services.lifecycle, metrics, faults, snapshots, lastCompaction });
     await app.register(snapshotRoutes, { store, snapshots, lifecycle: services.lifecycle, metrics, config });
-    await app.register(changesRoutes, { store, notifier, tailWindow, watchers, lifecycle: services.lifecycle, metrics, config });
-    await app.register(changeStreamRoutes, { store, notifier, tailWindow, watchers, snapshots, lifecycle: services.lifecycle, metrics, faults, config });
+    await app.register(changesRoutes, { store, notifier, tailWindow, watchers, lifecycle: services.lifecycle, metrics, config, auth, sharedPages });
+    await app.register(changeStreamRoutes, { store, notifier, tailWindow, watchers, snapshots, lifecycle: services.lifecycle, metrics, faults, config, auth, sharedPages });
     await app.register(uiRoutes);
   } catch (err) {
     await app.close().catch(() => {});

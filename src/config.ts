@@ -2,7 +2,9 @@
 // passed around as this typed object. Nothing else reads process.env.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
+import { SPOOL_MIN_BYTES } from './snapshot/spool-budget.js';
 import { readTokenFile, ROLES, TokenFileError, type FileEntry, type Role } from './token-file.js';
 
 export type { Role };
@@ -41,6 +43,8 @@ export interface Config {
   snapshotMaxAgeSeconds: number;
   startupCheckMaxBytes: number;
   maxWatchers: number;
+  /** Memory the pages kept at the head for sharing among long polls and streams may hold. */
+  sharedPagesMaxBytes: number;
   /** token → role (STATELOG_TOKENS); null when not set. */
   tokens: Map<string, Role> | null;
   tokensFile: { path: string; entries: FileEntry[] } | null;
@@ -51,6 +55,8 @@ export interface Config {
   tls: TlsFiles | null;
   /** Origins allowed to call from a browser (CORS); ['*'] for any; null sends no CORS headers. */
   corsOrigins: string[] | null;
+  /** Addresses and CIDR ranges of proxies whose X-Forwarded-For names the client; empty: none trusted. */
+  trustedProxies: string[];
 }
 
 export interface TlsFiles {
@@ -255,6 +261,35 @@ function corsOrigins(env: Env): string[] | null {
   return origins;
 }
 
+/** Room for a snapshot to start (its first 4 MiB and a write in flight): a smaller budget could serve none larger. */
+function spoolMaxBytes(env: Env): number {
+  const text = raw(env, 'STATELOG_SPOOL_MAX_BYTES');
+  if (text !== undefined && /^\d+$/.test(text) && Number(text) < SPOOL_MIN_BYTES) {
+    throw new ConfigError(
+      'STATELOG_SPOOL_MAX_BYTES',
+      `expected at least ${SPOOL_MIN_BYTES} (5 MiB), got ${text}: a snapshot's answer starts once its first 4 MiB are spooled, and each snapshot is spooled whole, so set it above the size of the largest state to serve`,
+    );
+  }
+  return integer(env, 'STATELOG_SPOOL_MAX_BYTES', 4 * 1024 ** 3, SPOOL_MIN_BYTES);
+}
+
+/** Addresses (192.0.2.1, ::1) or CIDR ranges (10.0.0.0/8); a header from anyone else names no client. */
+function trustedProxies(env: Env): string[] {
+  const text = raw(env, 'STATELOG_TRUSTED_PROXIES');
+  if (text === undefined) return [];
+  return text.split(',').map((entry, index) => {
+    const proxy = entry.trim();
+    const [address = '', bits, ...rest] = proxy.split('/');
+    const family = isIP(address);
+    const width = family === 6 ? 128 : 32;
+    const range = bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= width);
+    if (family === 0 || !range || rest.length > 0) {
+      throw new ConfigError('STATELOG_TRUSTED_PROXIES', `entry ${index + 1} ("${proxy}") is not an address or CIDR range such as 10.0.0.5 or 10.0.0.0/8`);
+    }
+    return proxy;
+  });
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const store = oneOf(env, 'STATELOG_STORE', ['sqlite', 'postgres'], 'sqlite');
   return {
@@ -278,10 +313,11 @@ export function loadConfig(env: Env = process.env): Config {
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),
     stalledReaderMs: integer(env, 'STATELOG_STALLED_READER_MS', 30_000, 100, 3_600_000),
     spoolDir: raw(env, 'STATELOG_SPOOL_DIR') ?? null,
-    spoolMaxBytes: integer(env, 'STATELOG_SPOOL_MAX_BYTES', 4 * 1024 ** 3, 1024 * 1024),
+    spoolMaxBytes: spoolMaxBytes(env),
     snapshotMaxAgeSeconds: integer(env, 'STATELOG_SNAPSHOT_MAX_AGE_SECONDS', 10, 0, 3600),
     startupCheckMaxBytes: integer(env, 'STATELOG_STARTUP_CHECK_MAX_BYTES', 1024 ** 3, 0),
     maxWatchers: integer(env, 'STATELOG_MAX_WATCHERS', 10_000, 1, 1_000_000),
+    sharedPagesMaxBytes: integer(env, 'STATELOG_SHARED_PAGES_MAX_BYTES', 64 * 1024 * 1024, 0, 64 * 1024 ** 3),
     tokens: parseTokens(env),
     tokensFile: tokensFile(env),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
@@ -290,5 +326,6 @@ export function loadConfig(env: Env = process.env): Config {
     loadSampleIntervalMs: integer(env, 'STATELOG_LOAD_SAMPLE_INTERVAL_MS', 1000, 10, 60_000),
     tls: tlsFiles(env),
     corsOrigins: corsOrigins(env),
+    trustedProxies: trustedProxies(env),
   };
 }

@@ -196,6 +196,16 @@ export class Metrics {
     help: 'Times this node dropped what it kept in memory of the log because the database may have changed under it (a broken connection, a failover)',
     registers: [this.registry],
   });
+  private readonly sharedPagesKept = new Gauge({
+    name: 'statelog_shared_pages_bytes',
+    help: 'Memory held by the pages kept at the head for sharing among long polls and streams (STATELOG_SHARED_PAGES_MAX_BYTES)',
+    registers: [this.registry],
+  });
+  private readonly sharedPagesEvicted = new Counter({
+    name: 'statelog_shared_pages_evicted_total',
+    help: 'Pages at the head dropped, or not kept, for want of room within STATELOG_SHARED_PAGES_MAX_BYTES',
+    registers: [this.registry],
+  });
   private readonly snapshotsServed = new Counter({
     name: 'statelog_snapshots_served_total',
     help: 'Snapshots answered, each from a read of the store shared or its own, and 304s',
@@ -311,6 +321,14 @@ export class Metrics {
   /** A page of changes read for a reader: from the tail window, or from the store. */
   feedRead(from: 'window' | 'store'): void {
     this.feedReads.inc({ from });
+  }
+
+  sharedPagesBytes(bytes: number): void {
+    this.sharedPagesKept.set(bytes);
+  }
+
+  sharedPageEvicted(): void {
+    this.sharedPagesEvicted.inc();
   }
 
   /** A snapshot answered: from its own read, from a shared one, or not at all (304). */

@@ -14,6 +14,7 @@ import { SharedSnapshots } from './snapshot/shared-snapshots.js';
 import { SpoolBudget } from './snapshot/spool-budget.js';
 import type { Lifecycle } from './http/lifecycle.js';
 import { WatcherSlots } from './feed/watcher-slots.js';
+import { SharedPagesBudget } from './feed/tail-pages.js';
 import { Metrics } from './metrics.js';
 import type { LogStore } from './store/log-store.js';
 import { describeStore, openStore } from './store/open-store.js';
@@ -29,6 +30,8 @@ export interface Services {
   lifecycle: Lifecycle;
   metrics: Metrics;
   watchers: WatcherSlots;
+  /** The memory of the pages kept at the head, shared by the changes and stream routes. */
+  sharedPages: SharedPagesBudget;
   readTurns: ReadTurns;
   /** The newest records in memory, for the readers at the head. */
   tailWindow: TailWindow;
@@ -174,6 +177,10 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       lifecycle,
       metrics,
       watchers: new WatcherSlots(config.maxWatchers),
+      sharedPages: new SharedPagesBudget(config.sharedPagesMaxBytes, {
+        onBytes: (bytes) => metrics.sharedPagesBytes(bytes),
+        onEvict: () => metrics.sharedPageEvicted(),
+      }),
       readTurns,
       tailWindow,
       faults: new StoreFaults(),

@@ -93,10 +93,10 @@ describe('the settings for slow readers, snapshot spools and the start-up check'
       loadConfig({
         STATELOG_STALLED_READER_MS: '5000',
         STATELOG_SPOOL_DIR: '/var/spool/statelog',
-        STATELOG_SPOOL_MAX_BYTES: '1048576',
+        STATELOG_SPOOL_MAX_BYTES: '5242880',
         STATELOG_STARTUP_CHECK_MAX_BYTES: '0',
       }),
-    ).toMatchObject({ stalledReaderMs: 5000, spoolDir: '/var/spool/statelog', spoolMaxBytes: 1_048_576, startupCheckMaxBytes: 0 });
+    ).toMatchObject({ stalledReaderMs: 5000, spoolDir: '/var/spool/statelog', spoolMaxBytes: 5_242_880, startupCheckMaxBytes: 0 });
   });
 
   it.each([
@@ -178,6 +178,14 @@ describe('the transport settings', () => {
       'http://localhost:3000',
     ]);
     expect(loadConfig({ STATELOG_CORS_ORIGINS: '*' }).corsOrigins).toEqual(['*']);
+  });
+
+  it('read the trusted proxies (addresses and CIDR ranges), none by default, and refuse anything else', () => {
+    expect(loadConfig({}).trustedProxies).toEqual([]);
+    expect(loadConfig({ STATELOG_TRUSTED_PROXIES: '127.0.0.1, 10.0.0.0/8,::1,fd00::/8' }).trustedProxies).toEqual(['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8']);
+    for (const value of ['nginx', '10.0.0.0/33', '10.0.0.1/8/2', '::1/129', '10.0.0.1,', 'loopback']) {
+      expect(refusal({ STATELOG_TRUSTED_PROXIES: value }).variable, value).toBe('STATELOG_TRUSTED_PROXIES');
+    }
   });
 
   it('refuse a pattern such as https://*.example.com, which no browser sends, saying so', () => {

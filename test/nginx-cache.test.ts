@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../harness/server-process.js';
 import { childServers, type UrlServer } from './support/child-server.js';
 import { cli } from './support/cli.js';
+import { writeTokenFile } from './support/token-file.js';
 import { hasNginx, startNginx, type RunningNginx } from '../harness/nginx.js';
 import { StateMirror } from '@statelog/client';
 
@@ -202,6 +203,64 @@ describe.skipIf(SKIP)('statelog behind nginx (deploy/nginx/statelog.conf.templat
         expect(refused.headers.get('x-cache-status'), path).not.toBe('HIT');
         await refused.arrayBuffer();
       }
+    }
+  });
+
+  it('keeps Vary and CORS whole through the cache: an origin never gets an answer allowed for another', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'statelog-nginx-'));
+    const port = await freePort();
+    const origin = await servers.start({ PORT: String(port), STATELOG_CORS_ORIGINS: 'https://a.example' });
+    nginx = await startNginx(dir, `127.0.0.1:${port}`);
+    const put = await fetch(`${origin.url}/v1/keys/a`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"value":1}' });
+    expect(put.status).toBe(200);
+    const { epoch } = (await (await fetch(`${origin.url}/v1/changes`)).json()) as { epoch: string };
+    for (const path of [`/v1/changes?after=0&epoch=${epoch}`, '/v1/snapshot?minOffset=0']) {
+      const ask = async (from?: string) => {
+        const res = await fetch(`${nginx!.url}${path}`, { headers: from ? { origin: from } : {} });
+        await res.arrayBuffer();
+        expect(res.status, path).toBe(200);
+        return { allow: res.headers.get('access-control-allow-origin'), vary: res.headers.get('vary') ?? '', cache: res.headers.get('x-cache-status') };
+      };
+      const allowed = await ask('https://a.example');
+      expect(allowed.allow, path).toBe('https://a.example');
+      expect(allowed.vary, path).toMatch(/\bOrigin\b/i);
+      expect((await ask('https://a.example')).cache, path).toBe('HIT');
+      // Another origin and no origin: the same URL, never the answer cached for a.example.
+      for (const from of ['https://b.example', undefined]) {
+        const other = await ask(from);
+        expect(other.allow, `${path} from ${from}`).toBeNull();
+      }
+      expect((await ask('https://a.example')).allow, path).toBe('https://a.example');
+    }
+    // A preflight passes through to the server (not cached), with the allowed origin only.
+    const preflight = (from: string) =>
+      fetch(`${nginx!.url}/v1/changes`, { method: 'OPTIONS', headers: { origin: from, 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });
+    const ok = await preflight('https://a.example');
+    expect(ok.status).toBe(204);
+    expect(ok.headers.get('access-control-allow-origin')).toBe('https://a.example');
+    expect((await preflight('https://b.example')).headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('with tokens from a token file alone, never gives a cached answer to a request without a valid token', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'statelog-nginx-'));
+    const port = await freePort();
+    const tokens = writeTokenFile(dir, [
+      { name: 'reader', secret: 'reader-secret', role: 'read', prefixes: ['a'] },
+      { name: 'writer', secret: 'writer-secret', role: 'write' },
+    ]);
+    const origin = await servers.start({ PORT: String(port), STATELOG_TOKENS_FILE: tokens });
+    nginx = await startNginx(dir, `127.0.0.1:${port}`);
+    const write = { authorization: 'Bearer writer-secret', 'content-type': 'application/json' };
+    expect((await fetch(`${origin.url}/v1/keys/a`, { method: 'PUT', headers: write, body: '{"value":1}' })).status).toBe(200);
+    const { epoch } = (await (await fetch(`${origin.url}/v1/changes`, { headers: write })).json()) as { epoch: string };
+    for (const path of [`/v1/snapshot?minOffset=0`, `/v1/changes?after=0&epoch=${epoch}`, `/v1/changes?after=1&epoch=${epoch}`]) {
+      const allowed = await fetch(`${nginx.url}${path}`, { headers: { authorization: 'Bearer reader-secret' } });
+      expect(allowed.status, path).toBe(200);
+      expect(allowed.headers.get('cache-control'), path).toMatch(/^private/);
+      await allowed.arrayBuffer();
+      const refused = await fetch(`${nginx.url}${path}`);
+      expect(refused.status, path).toBe(401);
+      await refused.arrayBuffer();
     }
   });
 });

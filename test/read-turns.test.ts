@@ -43,4 +43,15 @@ describe('ReadTurns', () => {
     expect(await kept).toBe(1);
     expect([reads, turns.waiting]).toEqual([1, 0]);
   });
+
+  it('starts a bounded number of reads a slice, however cheap: their answers run after it, outside its clock', async () => {
+    const turns = new ReadTurns();
+    let started = 0;
+    const reads = Array.from({ length: 200 }, () => turns.run(async () => (started += 1)));
+    const startedWhenOtherRan = await new Promise<number>((resolve) => setImmediate(() => setImmediate(() => resolve(started))));
+    await Promise.all(reads);
+    expect(started).toBe(200);
+    expect(startedWhenOtherRan).toBeGreaterThan(0);
+    expect(startedWhenOtherRan).toBeLessThanOrEqual(32);
+  });
 });

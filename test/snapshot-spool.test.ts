@@ -88,16 +88,13 @@ describe('the snapshot spool', () => {
     expect(filtered.trailer.digest).toBe(digestHex(digestOf(filtered.entries)));
   });
 
-  it('answers 503 before any byte when the spools would pass STATELOG_SPOOL_MAX_BYTES, and gives the bytes back', async () => {
-    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(1024 * 1024) });
-    await fill(t, 4000, 'a');
-    const refused = await t.http.get('/v1/snapshot');
-    expect(refused.status).toBe(503);
-    expect(refused.headers['retry-after']).toBe('1');
-    expect(refused.body).toMatchObject({ error: { code: 'unavailable' } });
-    // What the refused spool had taken is free again: a smaller snapshot fits.
-    const small = await snapshotLines(t, 'a/é001');
-    expect(small.trailer).toMatchObject({ end: true, count: 100 });
+  it('refuses at start-up a budget in which no snapshot larger than its start could begin, saying what to set', async () => {
+    // A 3 MB state under a 2 MiB budget was refused 503 at every request, whatever the reader.
+    await expect(startApp({ STATELOG_SPOOL_MAX_BYTES: String(2 * 1024 * 1024) })).rejects.toThrow(/STATELOG_SPOOL_MAX_BYTES: expected at least 5242880 .*spooled whole/);
+    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(5 * 1024 * 1024) });
+    await fill(t, 7000, 'a');
+    const whole = await snapshotLines(t);
+    expect(whole.trailer).toMatchObject({ end: true, count: 7000 });
   });
 
   it('cuts a snapshot already answered when its spool then passes STATELOG_SPOOL_MAX_BYTES: no last line, and the bytes come back', async () => {
@@ -132,15 +129,16 @@ describe('the snapshot spool', () => {
     }
   });
 
-  it('takes a snapshot below the smallest budget whole; one above it is refused saying so', async () => {
-    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(1024 * 1024) });
+  it('takes a snapshot below the smallest budget whole; one above it is cut short, with no last line', async () => {
+    t = await startApp({ STATELOG_SYNC: 'normal', STATELOG_SPOOL_MAX_BYTES: String(5 * 1024 * 1024) });
     await fill(t, 1500, 'a', 400);
     const fits = await snapshotLines(t);
     expect(fits.trailer).toMatchObject({ end: true, count: 1500 });
-    await fill(t, 3000, 'b');
-    const refused = await t.http.get('/v1/snapshot');
-    expect(refused.status).toBe(503);
-    expect(refused.body.error.message).toMatch(/needs more spool space than STATELOG_SPOOL_MAX_BYTES allows \(1048576 bytes\)/);
+    await fill(t, 16_000, 'b');
+    const cut = await readPausing(t, 0);
+    expect(cut.status).toBe(200);
+    expect(cut.complete).toBe(false);
+    expect(cut.text).not.toContain('"end":true');
   });
 
   it('answers 503 for a spool folder that is gone, and fails /readyz until it is back', async () => {
@@ -190,7 +188,11 @@ describe('the snapshot spool', () => {
         while ((await spooled.readInto(buffer)) > 0);
       })().catch((err: unknown) => err);
       spooled.close();
-      expect(failure).toMatchObject({ statusCode: 503, message: expect.stringContaining('more spool space than STATELOG_SPOOL_MAX_BYTES') });
+      expect(failure).toMatchObject({
+        statusCode: 503,
+        message: expect.stringMatching(/more spool space than STATELOG_SPOOL_MAX_BYTES allows \(8388608 bytes\): a snapshot is spooled whole, so raise STATELOG_SPOOL_MAX_BYTES/),
+        details: { reason: 'spool_max_bytes', spoolMaxBytes: 8 * MiB },
+      });
       expect(budget.usedBytes).toBe(0);
     });
 

@@ -64,3 +64,17 @@ export function readFilter(scope: readonly string[] | null, prefix: string, key?
 export function showsEverything(filter: ReadFilter): boolean {
   return filter.prefix === '' && filter.key === undefined && filter.within === undefined;
 }
+
+/** What a reload of the credentials does to a held request (a stream, a long poll): its filter narrowed, or its refusal. */
+export type ScopeChange = { narrowed: ReadFilter; prefixes: readonly string[] } | { refused: ApiError };
+
+/** The prefixes a prefix filter shows keys of (each starting with its `prefix`). */
+const prefixesOf = (filter: ReadFilter): readonly string[] => filter.within ?? [filter.prefix];
+
+/** Whether every key `inner` shows, `outer` shows too. */
+export function coversFilter(outer: ReadFilter, inner: ReadFilter): boolean {
+  if (inner.key !== undefined) return outer.key !== undefined ? outer.key === inner.key : inScope(inner.key, prefixesOf(outer));
+  if (outer.key !== undefined) return false;
+  const outerPrefixes = prefixesOf(outer);
+  return prefixesOf(inner).every((prefix) => inScope(prefix, outerPrefixes));
+}

@@ -67,6 +67,11 @@ export class RepeatedWaiter {
     });
   }
 
+  /** Ends the wait under way as a publish would (the reader has something else to look at). */
+  wake(): void {
+    this.settle(true);
+  }
+
   close(): void {
     clearTimeout(this.timer);
     this.signal.removeEventListener('abort', this.onAbort);

@@ -3,7 +3,7 @@
 import { RepeatedWaiter, type ChangeNotifier } from './change-notifier.js';
 import type { FeedPage } from './change-feed.js';
 import { ApiError, type ErrorBody } from '../contract/errors.js';
-import { showsEverything } from '../contract/key-scope.js';
+import { showsEverything, type ReadFilter, type ScopeChange } from '../contract/key-scope.js';
 import { parseGenerationToken } from '../contract/lineage.js';
 import { SnapshotDigest } from '../snapshot/snapshot-digest.js';
 import type { SnapshotReader } from '../store/log-store.js';
@@ -58,15 +58,39 @@ export class ChangeStreamSource<Page> {
   private readonly waiter: RepeatedWaiter;
   /** The generation of what the reader holds; a change is sent with the next progress event. */
   private gen: string | undefined;
+  /** The keys it shows: the request's, narrowed by a reload of the credentials. */
+  private filter: ReadFilter;
+  /** Set by a reload that refused the reader: the next event is the reset that ends the stream. */
+  private refusal: ApiError | null = null;
+  /** Moved by each change of scope: a page read under an earlier one is dropped. */
+  private scopeVersion = 0;
 
   constructor(private readonly options: ChangeStreamOptions<Page>) {
     this.position = options.after;
     this.gen = options.gen;
     this.waiter = new RepeatedWaiter(options.notifier, options.signal);
+    const { prefix, key, within } = options;
+    this.filter = { prefix, ...(key !== undefined ? { key } : {}), ...(within !== undefined ? { within } : {}) };
+  }
+
+  /**
+   * After a reload of the credentials: from the next record on, only the narrowed scope's keys; or a
+   * reset that ends the stream. A snapshot under way was read for the old scope, so it ends too.
+   */
+  rescope(change: ScopeChange): void {
+    const inSnapshot = this.phase === 'snapshot' || (this.phase === 'open' && this.options.snapshot !== null);
+    if ('refused' in change) this.refusal = change.refused;
+    else if (inSnapshot) {
+      this.refusal = new ApiError('forbidden', "the token's key prefixes changed during the snapshot: open the stream again", { prefixes: change.prefixes });
+    } else this.filter = change.narrowed;
+    this.scopeVersion += 1;
+    this.waiter.wake();
   }
 
   async next(): Promise<ChangeStreamEvent<Page> | null> {
     if (this.options.signal.aborted) this.phase = 'done';
+    // The opening goes first, so that a reader refused at once still reads the reset.
+    if (this.refusal && this.phase !== 'done' && this.phase !== 'open') return this.refused(this.refusal);
     switch (this.phase) {
       case 'open':
         this.phase = this.options.snapshot ? 'snapshot' : 'live';
@@ -93,10 +117,17 @@ export class ChangeStreamSource<Page> {
     snapshot.close();
   }
 
+  private refused(refusal: ApiError): ChangeStreamEvent<Page> {
+    this.phase = 'done';
+    this.releaseSnapshot();
+    return { type: 'reset', body: resetBody(refusal, this.options.tail.horizon, this.options.epoch) };
+  }
+
   private snapshotDigest: SnapshotDigest | undefined;
 
   private async snapshotChunk(reader: SnapshotReader): Promise<ChangeStreamEvent<Page>> {
     const lines = await reader.nextJson('record', PAGE_ROWS, PAGE_CHARS);
+    if (this.refusal) return this.refused(this.refusal);
     this.snapshotDigest ??= new SnapshotDigest(reader, showsEverything(this.options));
     if (lines.length > 0) {
       this.snapshotDigest.add(lines);
@@ -111,10 +142,12 @@ export class ChangeStreamSource<Page> {
 
   private async liveChunk(): Promise<ChangeStreamEvent<Page> | null> {
     for (;;) {
+      if (this.refusal) return this.refused(this.refusal);
       const progressDue = Date.now() - this.lastProgressAt >= PROGRESS_INTERVAL_MS;
       // At the head there is nothing to read: go straight to waiting.
       if (this.position < this.options.tail.head || progressDue) {
         const event = await this.read(progressDue);
+        if (event === undefined) continue;
         if (event) return event;
       }
       if (!(await this.waitForCommit())) {
@@ -124,14 +157,18 @@ export class ChangeStreamSource<Page> {
     }
   }
 
-  private async read(progressDue: boolean): Promise<ChangeStreamEvent<Page> | null> {
-    const { tail, prefix, key, within } = this.options;
+  /** The next event, null if there is none yet, undefined if the scope changed during the read (read again). */
+  private async read(progressDue: boolean): Promise<ChangeStreamEvent<Page> | null | undefined> {
+    const { tail } = this.options;
+    const version = this.scopeVersion;
     let page: FeedPage;
     let text: Page;
     try {
       const gen = this.gen === undefined ? undefined : parseGenerationToken(this.gen) ?? undefined;
-      ({ page, text } = await tail.read({ after: this.position, prefix, key, within, limit: PAGE_ROWS, maxChars: PAGE_CHARS, gen }));
+      ({ page, text } = await tail.read({ after: this.position, ...this.filter, limit: PAGE_ROWS, maxChars: PAGE_CHARS, gen }));
+      if (version !== this.scopeVersion) return undefined;
     } catch (err) {
+      if (version !== this.scopeVersion) return undefined;
       if (!(err instanceof ApiError) || err.statusCode !== 410) throw err;
       this.phase = 'done';
       return { type: 'reset', body: resetBody(err, tail.horizon, this.options.epoch) };

@@ -63,14 +63,22 @@ export class TailWindow {
     // the store answers, and checks the position against the database.
     // A reader served under a generation this node has not learnt yet: the store knows it.
     const newerGeneration = query.gen !== undefined && this.lineage !== undefined && !knowsGeneration(this.lineage, query.gen);
-    if (query.after < this.start || query.after > this.end || newerGeneration) {
-      this.options.onRead?.('store');
-      return readFeed(this.turns, this.store, query, gone);
-    }
-    const now = this.store.position();
-    checkReader(query.after, { ...now, lineage: this.lineage }, query.gen);
-    this.options.onRead?.('window');
-    return this.page(query, Math.max(now.head, this.end));
+    if (query.after < this.start || query.after > this.end || newerGeneration) return this.fromStore(query, gone);
+    // In its turn, as a read of the store: answered at once, hundreds of followers polling in a loop
+    // would take the event loop from every other request (docs/reads.md, Turns).
+    return this.turns.run(async () => {
+      // The window moved on while the read waited for its turn.
+      if (query.after < this.start || query.after > this.end) return this.fromStore(query, gone);
+      const now = this.store.position();
+      checkReader(query.after, { ...now, lineage: this.lineage }, query.gen);
+      this.options.onRead?.('window');
+      return this.page(query, Math.max(now.head, this.end));
+    }, gone);
+  }
+
+  private fromStore(query: FeedQuery, gone?: () => boolean): Promise<FeedPage> {
+    this.options.onRead?.('store');
+    return readFeed(this.turns, this.store, query, gone);
   }
 
   /**

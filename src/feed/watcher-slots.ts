@@ -1,12 +1,13 @@
-// At most STATELOG_MAX_WATCHERS long polls and change streams wait at once, and a client (its token and
-// its address, counted apart) holds three quarters at most: a reader opening streams without end leaves others some.
-import { createHash } from 'node:crypto';
+// At most STATELOG_MAX_WATCHERS long polls and change streams wait at once, and a client (its token, or
+// without one its address) holds three quarters at most: a reader opening streams without end leaves others some.
 import { ApiError } from '../contract/errors.js';
 import { Slots } from '../snapshot/slots.js';
 
 export interface WatcherClient {
+  /** The client's address: the forwarded one when its proxy is trusted (STATELOG_TRUSTED_PROXIES). */
   ip: string;
-  headers: { authorization?: string };
+  /** The token entry it was authenticated as; null with auth off. */
+  tokenEntry: { name: string } | null;
 }
 
 export const watcherShare = (max: number): number => Math.max(1, Math.ceil((max * 3) / 4));
@@ -22,37 +23,34 @@ export class WatcherSlots extends Slots {
 
   /** Takes a slot for the client that sent `req`, or throws 429 (its share, or all slots, taken). */
   acquireFor(req: WatcherClient): () => void {
-    const owners = clientsOf(req);
-    for (const owner of owners) {
-      if ((this.held.get(owner) ?? 0) >= this.share) {
-        throw new ApiError(
-          'too_many_requests',
-          `this client already holds ${this.share} long polls and change streams, its share of STATELOG_MAX_WATCHERS; close one or retry in a moment`,
-          { limit: this.share },
-          { 'retry-after': '1' },
-        );
-      }
+    const owner = clientOf(req);
+    if ((this.held.get(owner) ?? 0) >= this.share) {
+      throw new ApiError(
+        'too_many_requests',
+        `this client already holds ${this.share} long polls and change streams, its share of STATELOG_MAX_WATCHERS; close one or retry in a moment`,
+        { limit: this.share },
+        { 'retry-after': '1' },
+      );
     }
     const release = this.acquire();
-    for (const owner of owners) this.held.set(owner, (this.held.get(owner) ?? 0) + 1);
+    this.held.set(owner, (this.held.get(owner) ?? 0) + 1);
     let held = true;
     return () => {
       if (!held) return;
       held = false;
       release();
-      for (const owner of owners) {
-        const left = this.held.get(owner)! - 1;
-        if (left === 0) this.held.delete(owner);
-        else this.held.set(owner, left);
-      }
+      const left = this.held.get(owner)! - 1;
+      if (left === 0) this.held.delete(owner);
+      else this.held.set(owner, left);
     };
   }
 }
 
-/** Who holds a slot: the client's address, and its bearer token (hashed, never kept) if it sent one. */
-function clientsOf(req: WatcherClient): string[] {
-  const owners = [`address ${req.ip}`];
-  const authorization = req.headers.authorization;
-  if (authorization?.startsWith('Bearer ')) owners.push(`token ${createHash('sha256').update(authorization.slice(7)).digest('base64url')}`);
-  return owners;
+/**
+ * Who holds a slot: the token entry a request was authenticated as, else its address. Behind a proxy or a
+ * NAT every client has one address, so an address counts only requests without a token; a bearer header
+ * is not a token unless auth checked it, or any made-up one would be a new share.
+ */
+function clientOf(req: WatcherClient): string {
+  return req.tokenEntry ? `token ${req.tokenEntry.name}` : `address ${req.ip}`;
 }

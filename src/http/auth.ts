@@ -62,6 +62,11 @@ export interface AuthenticatorOptions {
 export class Authenticator {
   private tokens: TokenSet;
   private readonly clientCertificates: boolean;
+  /** Told after each reload, so that held requests (streams, long polls) are checked again. */
+  private readonly reloadListeners = new Set<() => void>();
+  /** Moved by each reload; the value each request was checked at. */
+  private generation = 0;
+  private readonly checkedAt = new WeakMap<FastifyRequest, number>();
   /** A connection's certificate CN, read once per connection. */
   private readonly commonNames = new WeakMap<object, string | null>();
 
@@ -81,6 +86,18 @@ export class Authenticator {
   /** Puts a token file's entries in force (STATELOG_TOKENS stays); throws TokenFileError, changing nothing, when unusable. */
   replaceFile(entries: readonly FileEntry[]): void {
     this.tokens = tokenSet(this.legacy, entries);
+    this.generation += 1;
+    for (const listener of [...this.reloadListeners]) listener();
+  }
+
+  /**
+   * Calls `listener` after each reload until the returned function is called, and at once if a reload
+   * came since the request was checked: a request held for long is checked again against each new set.
+   */
+  onReload(request: FastifyRequest, listener: () => void): () => void {
+    this.reloadListeners.add(listener);
+    if ((this.checkedAt.get(request) ?? this.generation) !== this.generation) listener();
+    return () => void this.reloadListeners.delete(listener);
   }
 
   /** Looked up by the secret's digest: the time depends on neither the secret nor the entry it matches. */
@@ -125,6 +142,7 @@ export class Authenticator {
     const route = request.routeOptions;
     const needed = requiredRole(request.method, route.url, request.url);
     if (needed === null) return null;
+    this.checkedAt.set(request, this.generation);
     const header = request.headers.authorization;
     const bearer = typeof header === 'string' ? this.bearer(header) : undefined;
     // A bearer token, when sent, speaks for the request (as etcd prefers a password to a certificate).

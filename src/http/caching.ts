@@ -1,11 +1,11 @@
-// What an answer tells the HTTP caches in front: `public`, or with tokens set `private`, so that no
-// shared cache hands an answer to a request the server would refuse.
+// What an answer tells the HTTP caches in front: `public`, or with any credential in force (STATELOG_TOKENS,
+// STATELOG_TOKENS_FILE, client certificates) `private`, so that no shared cache hands a tenant's answer on.
 import type { Config } from '../config.js';
 
 export type CacheScope = 'public' | 'private';
 
-export function cacheScope(config: Pick<Config, 'tokens'>): CacheScope {
-  return config.tokens ? 'private' : 'public';
+export function cacheScope(config: Pick<Config, 'tokens' | 'tokensFile'>): CacheScope {
+  return config.tokens || config.tokensFile ? 'private' : 'public';
 }
 
 /** An answer that stays true for ever: a page of history. */

@@ -2,8 +2,9 @@
 // with key prefixes is refused outside them; a route without a rule is refused to such tokens.
 import type { FastifyInstance, FastifyRequest, preHandlerHookHandler } from 'fastify';
 import { ApiError } from '../contract/errors.js';
-import { inScope, outsideScope, readFilter, type ReadFilter } from '../contract/key-scope.js';
+import { coversFilter, inScope, outsideScope, readFilter, type ReadFilter, type ScopeChange } from '../contract/key-scope.js';
 import type { TokenEntry } from '../token-file.js';
+import type { Authenticator } from './auth.js';
 
 /** open, key (the `:key` parameter), batch (the body's keys), filter (requestFilter()), unscoped (tokens without prefixes). */
 export type ScopeRule = 'open' | 'key' | 'batch' | 'filter' | 'unscoped';
@@ -44,6 +45,46 @@ export function routeScope(entry: TokenEntry, route: { url?: string | undefined;
 /** What a read route shows this request: its `prefix` (or `key`) within the token's prefixes. */
 export function requestFilter(request: FastifyRequest, prefix: string, key?: string): ReadFilter {
   return readFilter(request.tokenEntry?.prefixes ?? null, prefix, key);
+}
+
+/** The request's credential checked against the set now in force, `shown` being what it is shown so far. */
+function rescope(auth: Authenticator, request: FastifyRequest, asked: { prefix: string; key?: string | undefined }, shown: ReadFilter): ScopeChange | null {
+  const refusal = auth.check(request);
+  if (refusal) return { refused: refusal };
+  let fresh: ReadFilter;
+  try {
+    fresh = requestFilter(request, asked.prefix, asked.key);
+  } catch (err) {
+    if (err instanceof ApiError) return { refused: err };
+    throw err;
+  }
+  // Widened (or the same): what it is shown stays, as a mirror built from it stays whole.
+  if (coversFilter(fresh, shown)) return null;
+  const prefixes = request.tokenEntry?.prefixes ?? [];
+  if (coversFilter(shown, fresh)) return { narrowed: fresh, prefixes };
+  // Moved to other keys: what it was shown is not of its scope, and the rest would not make it whole.
+  return { refused: new ApiError('forbidden', "the token's key prefixes changed: read again from a snapshot of its new scope", { prefixes }) };
+}
+
+/**
+ * Checks a held request (a stream, a waiting long poll) again at each reload of the credentials, and
+ * calls `onChange` when it is refused or shown fewer keys; returns the function that stops watching.
+ */
+export function watchScope(
+  auth: Authenticator | null,
+  request: FastifyRequest,
+  asked: { prefix: string; key?: string | undefined },
+  shown: ReadFilter,
+  onChange: (change: ScopeChange) => void,
+): () => void {
+  if (auth === null || request.tokenEntry === null) return () => {};
+  let current = shown;
+  return auth.onReload(request, () => {
+    const change = rescope(auth, request, asked, current);
+    if (change === null) return;
+    if ('narrowed' in change) current = change.narrowed;
+    onChange(change);
+  });
 }
 
 /** A batch with a key outside the token's prefixes: 403 naming the first such item; nothing is written. */

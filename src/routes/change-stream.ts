@@ -8,7 +8,8 @@ import type { ReadFilter } from '../contract/key-scope.js';
 import { recordJson } from '../contract/render.js';
 import { pullStream } from '../http/pull-stream.js';
 import { requestLifetime } from '../http/request-lifetime.js';
-import { requestFilter } from '../http/scope.js';
+import { requestFilter, watchScope } from '../http/scope.js';
+import type { Authenticator } from '../http/auth.js';
 import { changeStreamSchema } from '../contract/schemas.js';
 import type { Config } from '../config.js';
 import type { ChangeNotifier } from '../feed/change-notifier.js';
@@ -19,7 +20,7 @@ import type { Metrics } from '../metrics.js';
 import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import type { StoreFaults } from '../store/store-errors.js';
 import { parseLastEventId, sseComment, sseEvent, sseRetry } from '../http/sse.js';
-import { TailPages } from '../feed/tail-pages.js';
+import { TailPages, type SharedPagesBudget } from '../feed/tail-pages.js';
 import { OneKeySnapshot } from '../snapshot/one-key-snapshot.js';
 import type { LogStore, SnapshotReader, StoredRecord } from '../store/log-store.js';
 
@@ -78,11 +79,14 @@ export interface ChangeStreamRouteOptions {
   metrics: Metrics;
   faults: StoreFaults;
   config: Pick<Config, 'stalledReaderMs'>;
+  /** The credentials in force (null: auth off): open streams are checked again at each reload. */
+  auth: Authenticator | null;
+  sharedPages: SharedPagesBudget;
 }
 
 export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOptions> = async (app, options) => {
-  const { store, notifier, tailWindow, watchers, snapshots, lifecycle, metrics, faults, config } = options;
-  const tail = new TailPages(store, tailWindow, recordEvents);
+  const { store, notifier, tailWindow, watchers, snapshots, lifecycle, metrics, faults, config, auth, sharedPages } = options;
+  const tail = new TailPages(store, tailWindow, recordEvents, { budget: sharedPages });
 
   app.get('/v1/changes/stream', { schema: changeStreamSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const filter = requestFilter(req, req.query.prefix, req.query.key);
@@ -95,6 +99,11 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const after = resume ?? req.query.after ?? 0;
     const gen = req.query.gen === undefined ? undefined : parseGenerationToken(req.query.gen)!;
     try {
+      // An EventSource opened with snapshot=true resumes by repeating that URL, which names no epoch: its
+      // offset may be of a log since restored, whose records after it are others. It starts over instead.
+      if (resume !== undefined && req.query.snapshot && req.query.epoch === undefined) {
+        throw new ApiError('epoch_changed', 'a stream opened with snapshot=true resumes only with its epoch in the URL (the offset alone may be of a log since restored); take a new snapshot', { epoch: store.epoch });
+      }
       checkEpoch(req.query.epoch, store.epoch);
       // Against the database's head and horizon (another node may have acknowledged `after` a moment
       // ago), which also answers 503 before the stream opens if the database cannot be reached.
@@ -121,6 +130,8 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const lineage = snapshot?.lineage;
     const servedUnder = snapshot ? (lineage === undefined ? undefined : currentGeneration(lineage)) : req.query.gen;
     const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, gen: servedUnder, after, snapshot: snapshot ?? null, signal: lifetime.signal });
+    // Revoked by a reload, it ends with a reset; narrowed, it shows the new scope from the next record on.
+    const unwatch = watchScope(auth, req, { prefix: req.query.prefix, key: req.query.key }, filter, (change) => source.rescope(change));
     const socket = req.raw.socket;
     // A stream ended by shutdown must leave no idle keep-alive connection (server.close() waits for
     // it): a reader not draining is cut at once, one that stopped reading a moment later.
@@ -144,6 +155,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
       () => {
         lifecycle.shutdown.removeEventListener('abort', onShutdown);
         lifetime.dispose();
+        unwatch();
         source.close();
         closed();
         release();

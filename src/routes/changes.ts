@@ -4,11 +4,13 @@ import { checkEpoch, type FeedPage } from '../feed/change-feed.js';
 import { parseGenerationToken } from '../contract/lineage.js';
 import { RepeatedWaiter } from '../feed/change-notifier.js';
 import { recordJson } from '../contract/render.js';
-import { TailPages } from '../feed/tail-pages.js';
+import { TailPages, type SharedPagesBudget } from '../feed/tail-pages.js';
 import type { StoredRecord } from '../store/log-store.js';
 import { cacheScope, nextChanges } from '../http/caching.js';
 import { requestLifetime } from '../http/request-lifetime.js';
-import { requestFilter } from '../http/scope.js';
+import { requestFilter, watchScope } from '../http/scope.js';
+import type { Authenticator } from '../http/auth.js';
+import type { ScopeChange } from '../contract/key-scope.js';
 import { changesSchema } from '../contract/schemas.js';
 import type { Config } from '../config.js';
 import type { ChangeNotifier } from '../feed/change-notifier.js';
@@ -35,52 +37,79 @@ export interface ChangesRouteOptions {
   watchers: WatcherSlots;
   lifecycle: Lifecycle;
   metrics: Metrics;
-  config: Pick<Config, 'tokens'>;
+  config: Pick<Config, 'tokens' | 'tokensFile'>;
+  /** The credentials in force (null: auth off): held long polls are checked again at each reload. */
+  auth: Authenticator | null;
+  sharedPages: SharedPagesBudget;
 }
 
 export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = async (app, options) => {
-  const { store, notifier, tailWindow, watchers, lifecycle, metrics, config } = options;
+  const { store, notifier, tailWindow, watchers, lifecycle, metrics, config, auth, sharedPages } = options;
   const scope = cacheScope(config);
   // Polls at one position and filter share one page and one rendering while the head stays.
-  const tail = new TailPages(store, tailWindow, recordsJson);
+  const tail = new TailPages(store, tailWindow, recordsJson, { budget: sharedPages });
 
   app.get('/v1/changes', { schema: changesSchema, config: { scope: 'filter' } }, async (req, reply) => {
     const { after, limit, wait, epoch, cursor } = req.query;
-    const filter = requestFilter(req, req.query.prefix, req.query.key);
+    let filter = requestFilter(req, req.query.prefix, req.query.key);
     checkEpoch(epoch, store.epoch);
     const deadline = Date.now() + wait * 1000;
     const gen = req.query.gen === undefined ? undefined : parseGenerationToken(req.query.gen)!;
-    const query = { ...filter, after, limit, maxChars: CHANGES_PAGE_CHARS, gen };
 
-    // A client that left while its read waited for its turn is not read for.
-    const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
-    let { page, text: rendered } = await tail.read(query, gone);
-    // Waits only at the head: a filtered read that stopped at its scan bound answers at
-    // once with the position it reached, and the reader continues from there.
-    if (page.records.length === 0 && page.next >= page.head && wait > 0) {
-      const release = watchers.acquireFor(req);
-      const lifetime = requestLifetime(reply, lifecycle.shutdown);
-      const waiter = new RepeatedWaiter(notifier, lifetime.signal);
-      const closed = metrics.openStream('long_poll', req.raw);
-      try {
-        // Every commit wakes it; another look reads only what was committed since the last.
-        while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
-          if (notifier.head <= page.next) await waiter.wait(deadline);
-          if (lifetime.signal.aborted) break;
-          ({ page, text: rendered } = await tail.read({ ...query, after: page.next }));
-          if (page.next < page.head) break;
+    // A long poll is checked again at each reload of the credentials: refused, it answers the refusal at
+    // once; narrowed, it answers at once what its new scope shows; a page read under the old scope is dropped.
+    let change: ScopeChange | null = null;
+    let narrowed = false;
+    let waiter: RepeatedWaiter | null = null;
+    const asked = { prefix: req.query.prefix, key: req.query.key };
+    const unwatch = wait > 0 ? watchScope(auth, req, asked, filter, (changed) => ((change = changed), waiter?.wake())) : () => {};
+    const readAt = async (from: number, gone?: () => boolean) => {
+      for (;;) {
+        if (change !== null) {
+          const changed: ScopeChange = change;
+          change = null;
+          if ('refused' in changed) throw changed.refused;
+          filter = changed.narrowed;
+          narrowed = true;
         }
-      } finally {
-        waiter.close();
-        lifetime.dispose();
-        closed();
-        release();
+        const read = await tail.read({ ...filter, after: from, limit, maxChars: CHANGES_PAGE_CHARS, gen }, gone);
+        if (change === null) return read;
       }
+    };
+
+    try {
+      // A client that left while its read waited for its turn is not read for.
+      const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
+      let { page, text: rendered } = await readAt(after, gone);
+      // Waits only at the head: a filtered read that stopped at its scan bound answers at
+      // once with the position it reached, and the reader continues from there.
+      if (page.records.length === 0 && page.next >= page.head && wait > 0 && !narrowed) {
+        const release = watchers.acquireFor(req);
+        const lifetime = requestLifetime(reply, lifecycle.shutdown);
+        waiter = new RepeatedWaiter(notifier, lifetime.signal);
+        const closed = metrics.openStream('long_poll', req.raw);
+        try {
+          // Every commit wakes it; another look reads only what was committed since the last.
+          while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
+            if (notifier.head <= page.next && change === null) await waiter.wait(deadline);
+            if (lifetime.signal.aborted) break;
+            ({ page, text: rendered } = await readAt(page.next));
+            if (page.next < page.head || narrowed) break;
+          }
+        } finally {
+          waiter.close();
+          lifetime.dispose();
+          closed();
+          release();
+        }
+      }
+      // Every answer names the next request, so that followers at one position ask one URL a cache can answer.
+      const position = { after, epoch: store.epoch, gen: page.gen, epochGiven: epoch !== undefined, ...asked, limit, wait, cursor };
+      const { link, cacheControl } = nextChanges(position, page.next, scope);
+      reply.headers({ link: `<${link}>; rel="next"`, 'cache-control': cacheControl });
+      return sendJsonText(reply, pageJson(page, store.epoch, rendered));
+    } finally {
+      unwatch();
     }
-    // Every answer names the next request, so that followers at one position ask one URL a cache can answer.
-    const asked = { after, epoch: store.epoch, gen: page.gen, epochGiven: epoch !== undefined, prefix: req.query.prefix, key: req.query.key, limit, wait, cursor };
-    const { link, cacheControl } = nextChanges(asked, page.next, scope);
-    reply.headers({ link: `<${link}>; rel="next"`, 'cache-control': cacheControl });
-    return sendJsonText(reply, pageJson(page, store.epoch, rendered));
   });
 };

@@ -31,7 +31,7 @@ export interface SnapshotRouteOptions {
   snapshots: Pick<SharedSnapshots, 'open'>;
   lifecycle: Lifecycle;
   metrics: Metrics;
-  config: Pick<Config, 'tokens' | 'snapshotMaxAgeSeconds' | 'stalledReaderMs'>;
+  config: Pick<Config, 'tokens' | 'tokensFile' | 'snapshotMaxAgeSeconds' | 'stalledReaderMs'>;
 }
 
 export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = async (app, { store, snapshots, lifecycle, metrics, config }) => {

@@ -8,17 +8,13 @@ import { StringDecoder } from 'node:string_decoder';
 import { ApiError, databaseUnavailable } from '../contract/errors.js';
 import type { SnapshotReader, SnapshotShape } from '../store/log-store.js';
 import { SnapshotDigest } from './snapshot-digest.js';
-import { folderFault, isNoSpace, type BudgetHolder, type SpoolBudget } from './spool-budget.js';
+import { folderFault, isNoSpace, START_BYTES, WRITE_BYTES, type BudgetHolder, type SpoolBudget } from './spool-budget.js';
 
 /** Rows and characters a page: one string under V8's large-object threshold is freed young (measured faster). */
 const FILL_ROWS = 1000;
 const FILL_CHARS = 64 * 1024;
-/** Bytes a write to the spool: few large writes, each overlapping the next reads (two buffers take turns). */
-const WRITE_BYTES = 1024 * 1024;
 /** Bytes read back at a time: under the large-object threshold, so freed young once the socket has them. */
 const READ_BYTES = 64 * 1024;
-/** Bytes spooled before the answer starts (see above). */
-const START_BYTES = 4 * 1024 * 1024;
 
 /** A spooled snapshot: its lines, or its text as it is (see nextText). */
 export interface SpooledSnapshot extends SnapshotReader {

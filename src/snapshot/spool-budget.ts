@@ -4,6 +4,13 @@ import { open, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { databaseUnavailable, type ApiError } from '../contract/errors.js';
 
+/** Bytes a write to the spool: few large writes, each overlapping the next reads (two buffers take turns). */
+export const WRITE_BYTES = 1024 * 1024;
+/** Bytes spooled before the answer starts (snapshot-spool.ts). */
+export const START_BYTES = 4 * 1024 * 1024;
+/** The least STATELOG_SPOOL_MAX_BYTES: a snapshot larger than its start must have room to start, a write in flight. */
+export const SPOOL_MIN_BYTES = START_BYTES + WRITE_BYTES;
+
 /** A spool as its budget sees it. */
 export interface BudgetHolder {
   readonly heldBytes: number;
@@ -49,11 +56,14 @@ export class SpoolBudget {
   take(bytes: number, holder: BudgetHolder): void {
     if (this.used + bytes > this.maxBytes) this.reclaim(bytes, holder);
     if (this.used + bytes > this.maxBytes) {
-      throw databaseUnavailable(
-        holder.heldBytes + bytes > this.maxBytes
-          ? `the snapshot needs more spool space than STATELOG_SPOOL_MAX_BYTES allows (${this.maxBytes} bytes): raise it, or take the snapshot by prefix`
-          : `other snapshots being served hold ${this.used - holder.heldBytes} of the ${this.maxBytes} bytes of spool space (STATELOG_SPOOL_MAX_BYTES); retry later`,
-      );
+      // A snapshot is spooled whole before it is done: one larger than the budget never fits, however fast its reader.
+      if (holder.heldBytes + bytes > this.maxBytes) {
+        throw databaseUnavailable(
+          `the snapshot needs more spool space than STATELOG_SPOOL_MAX_BYTES allows (${this.maxBytes} bytes): a snapshot is spooled whole, so raise STATELOG_SPOOL_MAX_BYTES above the size of the state (or of the prefix) it serves, or take the snapshot by prefix`,
+          { reason: 'spool_max_bytes', spoolMaxBytes: this.maxBytes },
+        );
+      }
+      throw databaseUnavailable(`other snapshots being served hold ${this.used - holder.heldBytes} of the ${this.maxBytes} bytes of spool space (STATELOG_SPOOL_MAX_BYTES); retry later`);
     }
     this.used += bytes;
   }
