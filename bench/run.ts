@@ -27,6 +27,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['read', async () => (await import('./read.js')).readFigure],
   ['batch', async () => (await import('./batch.js')).batchFigure],
   ['incr', async () => (await import('./incr.js')).incrFigure],
+  ['guarded-incr', async () => (await import('./guarded-incr.js')).guardedIncrFigure],
   ['peers', async () => (await import('./peers.js')).peersFigure],
   ['snapshot', async () => (await import('./snapshot.js')).snapshotFigure],
   ['wal-stalled-reader', async () => (await import('./wal-stalled-reader.js')).walStalledReaderFigure],

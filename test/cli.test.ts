@@ -49,6 +49,19 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
     expect(JSON.parse((await cli(['stats'], env)).stdout)).toMatchObject({ head: 6, liveKeys: 3 });
   });
 
+  it('increments within --min and --max, and refuses past them with the current value', async () => {
+    expect((await cli(['incr', 'balance', '3'], env)).stdout).toBe('3\n');
+    expect(await cli(['incr', 'balance', '-3', '--min', '0'], env)).toMatchObject({ code: 0, stdout: '0\n' });
+    const overdrawn = await cli(['incr', 'balance', '-5', '--min', '0'], env);
+    expect(overdrawn.code).toBe(1);
+    expect(overdrawn.stderr).toMatch(/out_of_range/);
+    expect(overdrawn.stderr).toMatch(/value: 0, offset: 2/);
+    expect((await cli(['incr', 'balance', '2', '--max', '1'], env)).code).toBe(1);
+    expect((await cli(['incr', 'balance', '1', '--min', '2', '--max', '1'], env)).code).toBe(2);
+    expect((await cli(['incr', 'balance', '1', '--min', 'zero'], env)).code).toBe(2);
+    expect((await cli(['get', 'balance'], env)).stdout).toBe('0\n');
+  });
+
   it('exits 1 with the server\'s code when refused, 2 on usage errors', async () => {
     const missing = await cli(['get', 'nothing'], env);
     expect(missing.code).toBe(1);

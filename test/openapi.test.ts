@@ -444,6 +444,24 @@ const cases: Case[] = [
     check: (res) => expect(res.body.error).toMatchObject({ index: 1, currentOffset: expect.any(Number) }),
   },
   {
+    route: 'POST /v1/records', status: 409, code: 'out_of_range', name: 'a guarded incr below its min, replayed',
+    send: async (t) => {
+      await put(t, 'rec/balance', { value: 2 });
+      return twice(() => batch(t, [{ key: 'rec/other', op: 'incr', by: 1 }, { key: 'rec/balance', op: 'incr', by: -3, min: 0 }], { 'idempotency-key': 'rec-range' }));
+    },
+    check: (res) => (replayed(res), expect(res.body.error).toMatchObject({ index: 1, value: 2, offset: expect.any(Number) })),
+  },
+  {
+    route: 'POST /v1/records', status: 409, code: 'out_of_range', name: 'a guarded incr of an absent key above its max',
+    send: (t) => batch(t, [{ key: 'rec/absent-counter', op: 'incr', by: 2, max: 1 }]),
+    check: (res) => expect(res.body.error).toMatchObject({ index: 0, value: null, offset: null }),
+  },
+  {
+    route: 'POST /v1/records', status: 400, code: 'invalid_request', name: 'an incr whose min is above its max',
+    send: (t) => batch(t, [{ key: 'rec/x', op: 'incr', by: 1, min: 2, max: 1 }]),
+    check: (res) => expect(res.body.error.index).toBe(0),
+  },
+  {
     route: 'POST /v1/records', status: 413, code: 'payload_too_large', name: 'an item value over STATELOG_MAX_VALUE_BYTES',
     send: (t) => batch(t, [{ key: 'rec/ok', value: 1 }, { key: 'rec/big', value: 'x'.repeat(MAX_VALUE_BYTES) }]),
     check: (res) => expect(res.body.error).toMatchObject({ index: 1, limit: MAX_VALUE_BYTES }),

@@ -90,6 +90,9 @@ export const BatchItem = Type.Object(
     op: Type.Optional(Type.Union([Type.Literal('set'), Type.Literal('delete'), Type.Literal('incr')])),
     value: Type.Optional(JsonValue),
     by: Type.Optional(Type.Number()),
+    // Bounds of an incr's result, inclusive.
+    min: Type.Optional(Type.Number()),
+    max: Type.Optional(Type.Number()),
     ttlMs: Type.Optional(TtlMs),
     ifOffset: Type.Optional(Offset),
     ifAbsent: Type.Optional(Type.Boolean()),
@@ -111,7 +114,7 @@ export const postRecordsSchema = {
       ),
       offset: Offset,
     }),
-    ...errors(400, 401, 403, 404, 412, 413, 415, 422, 503),
+    ...errors(400, 401, 403, 404, 409, 412, 413, 415, 422, 503),
   },
 };
 

@@ -42,13 +42,21 @@ export interface WriteOptions {
   signal?: AbortSignal;
 }
 
+export interface IncrOptions extends Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> {
+  /** The least result allowed (inclusive). */
+  min?: number;
+  /** The greatest result allowed (inclusive). */
+  max?: number;
+}
+
 type ItemFields = Static<typeof BatchItemSchema>;
 type ItemConditions = Pick<ItemFields, 'key' | 'ifOffset' | 'ifAbsent'>;
 /** One item of a batch; the schema's flat object, told apart by `op` as the server does. */
 export type BatchItem =
   | (ItemConditions & { op?: 'set'; value: unknown; ttlMs?: number })
   | (ItemConditions & { op: 'delete' })
-  | (ItemConditions & { op: 'incr'; by: number });
+  /** `min`, `max`: the sum must stay within them, else the batch is refused (409 out_of_range). */
+  | (ItemConditions & { op: 'incr'; by: number; min?: number; max?: number });
 
 export type BatchResult = Static<(typeof postRecordsSchema)['response'][200]>;
 
@@ -229,9 +237,16 @@ export class StatelogClient {
     return watch<T>(this, options);
   }
 
-  /** Adds `by` to a number (an absent key counts as 0) and returns the new value. */
-  async incr(key: string, by: number, options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<number> {
-    const result = await this.batch([{ key, op: 'incr', by }], options);
+  /**
+   * Adds `by` to a number (an absent key counts as 0) and returns the new value; with `min`
+   * or `max`, only if the sum stays within them, else it throws 409 `out_of_range`, whose
+   * details carry the key's current `value` and `offset`.
+   */
+  async incr(key: string, by: number, options: IncrOptions = {}): Promise<number> {
+    const item: BatchItem = { key, op: 'incr', by };
+    if (options.min !== undefined) item.min = options.min;
+    if (options.max !== undefined) item.max = options.max;
+    const result = await this.batch([item], options);
     return result.records[0]!.value!;
   }
 

@@ -10,6 +10,7 @@ export type {
   Entry,
   HistoryOptions,
   HistoryPage,
+  IncrOptions,
   LastCompaction,
   LogRecord,
   Snapshot,
