@@ -29,6 +29,7 @@ import type {
 } from '../log-store.js';
 import { changesUntil, countersOf, HISTORY_SCAN_RECORDS, LIST_SCAN_SLACK } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
+import { PgConsumers } from './consumers.js';
 import { HeadWatch } from './head-watch.js';
 import { migratePostgres } from './migrations.js';
 import { appendParams, readGroup, writeStatement } from './write-group.js';
@@ -78,6 +79,7 @@ export class PgStore implements LogStore {
   private readonly snapshots = new Set<PgSnapshot>();
   private readonly passes = new Set<PgCompactionPass>();
   private known: LogPosition = { head: 0, horizon: 0, epoch: '' };
+  readonly consumers: PgConsumers;
   private closed = false;
   private readonly room = new WriteRoom(postgresErrorKinds);
   /** Tags this node's notifications, so that it does not take its own commits for news. */
@@ -123,6 +125,7 @@ export class PgStore implements LogStore {
       pool.on('connect', (client) => client.on('error', () => {}));
     }
     this.untimedClient = { ...client, options: pgOptions([]) };
+    this.consumers = new PgConsumers(this.pool, (position) => this.learn(position, true));
     this.watch = new HeadWatch({
       node: this.node,
       client: this.untimedClient,
