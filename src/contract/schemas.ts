@@ -238,7 +238,7 @@ export const putConsumerSchema = {
 
 export const getConsumerSchema = {
   params: ConsumerParams,
-  response: { 200: Consumer, ...errors(400, 401, 403, 404, 503) },
+  response: { 200: Consumer, ...errors(400, 401, 404, 503) },
 };
 
 export const deleteConsumerSchema = {
@@ -249,7 +249,7 @@ export const deleteConsumerSchema = {
 export const listConsumersSchema = {
   response: {
     200: Type.Object({ consumers: Type.Array(Consumer), head: Offset, epoch: Type.String() }, { additionalProperties: false }),
-    ...errors(401, 403, 503),
+    ...errors(401, 503),
   },
 };
 

@@ -59,7 +59,7 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<{ store: LogStore }> = as
     return view;
   });
 
-  app.put('/v1/consumers/:name', { schema: putConsumerSchema, config }, async (req, reply) => {
+  app.put('/v1/consumers/:name', { schema: putConsumerSchema, config, bodyLimit: 64 * 1024 }, async (req, reply) => {
     const name = checkKey(req.params.name);
     const owner = ownerOf(req);
     const { offset, epoch, rewind, hold } = req.body;
