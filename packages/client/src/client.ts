@@ -9,6 +9,8 @@ import type {
   BatchItem as BatchItemSchema,
   changesSchema,
   compactSchema,
+  Consumer as ConsumerSchema,
+  listConsumersSchema,
   Entry as EntrySchema,
   keyHistorySchema,
   LastCompaction as LastCompactionSchema,
@@ -22,6 +24,23 @@ import { DEFAULT_CHANGES_LIMIT } from '../../../src/contract/schemas.js';
 import { connectionError, CutStreamError, StatelogError, timeoutError } from './errors.js';
 import { backoffDelay, DEFAULT_RETRY, isConnectionError, sleep, type RetryPolicy } from './retry.js';
 import { watch, type WatchEvent, type WatchOptions } from './watch.js';
+import { consumerWatch } from './consumer-watch.js';
+
+/** A position the server keeps for a group of workers, with the head's distance from it. */
+export type Consumer = Static<typeof ConsumerSchema>;
+export type ConsumerList = Static<(typeof listConsumersSchema)['response'][200]>;
+
+export interface ConsumerCommitOptions {
+  /** The epoch `offset` belongs to: another one is refused (410 epoch_changed). */
+  epoch?: string;
+  /** Allows a position behind the committed one (else 409 conflict). */
+  rewind?: boolean;
+  /** Keep the delete markers above the position from compaction (the server bounds it); absent: unchanged. */
+  hold?: boolean;
+  /** Commit only if the consumer stands at this offset, or ('*') exists. */
+  ifMatch?: number | '*';
+  signal?: AbortSignal;
+}
 
 /** A live key: its value, the offset of the record that set it, and that record's time (ms). */
 export type Entry<T = unknown> = Omit<Static<typeof EntrySchema>, 'value'> & { value: T };
@@ -161,6 +180,7 @@ interface Call {
 }
 
 const keyPath = (key: string) => `/v1/keys/${encodeURIComponent(key)}`;
+const consumerPath = (name: string) => `/v1/consumers/${encodeURIComponent(name)}`;
 
 function conditionHeaders(options: WriteOptions): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -234,7 +254,40 @@ export class StatelogClient {
    * ends when `signal` aborts. See WatchOptions and WatchEvent.
    */
   watch<T = unknown>(options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
-    return watch<T>(this, options);
+    return options.consumer === undefined ? watch<T>(this, options) : consumerWatch<T>(this, options);
+  }
+
+  /** The consumer of this name (this token's own, with a scoped token); null when there is none. */
+  async consumer(name: string, options: { signal?: AbortSignal } = {}): Promise<Consumer | null> {
+    try {
+      return (await this.json({ method: 'GET', path: consumerPath(name), retry: true, ...options })) as Consumer;
+    } catch (err) {
+      if (err instanceof StatelogError && err.code === 'not_found') return null;
+      throw err;
+    }
+  }
+
+  async consumers(options: { signal?: AbortSignal } = {}): Promise<ConsumerList> {
+    return (await this.json({ method: 'GET', path: '/v1/consumers', retry: true, ...options })) as ConsumerList;
+  }
+
+  /** Commits a position: forward only unless `rewind`. Retried as reads are: a repeated commit changes nothing. */
+  async commitConsumer(name: string, offset: number, options: ConsumerCommitOptions = {}): Promise<Consumer> {
+    const { ifMatch, signal, ...rest } = options;
+    const headers: Record<string, string> = ifMatch === undefined ? {} : { 'if-match': ifMatch === '*' ? '*' : `"${ifMatch}"` };
+    return (await this.json({ method: 'PUT', path: consumerPath(name), body: { offset, ...rest }, headers, retry: true, signal })) as Consumer;
+  }
+
+  /** Deletes a consumer (and its hold); false when there was none. */
+  async deleteConsumer(name: string, options: { ifMatch?: number; signal?: AbortSignal } = {}): Promise<boolean> {
+    const headers: Record<string, string> = options.ifMatch === undefined ? {} : { 'if-match': `"${options.ifMatch}"` };
+    try {
+      await this.send({ method: 'DELETE', path: consumerPath(name), headers, retry: true, signal: options.signal });
+      return true;
+    } catch (err) {
+      if (err instanceof StatelogError && err.code === 'not_found') return false;
+      throw err;
+    }
   }
 
   /**

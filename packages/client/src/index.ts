@@ -7,6 +7,9 @@ export type {
   ChangesPage,
   ClientOptions,
   CompactResult,
+  Consumer,
+  ConsumerCommitOptions,
+  ConsumerList,
   Entry,
   HistoryOptions,
   HistoryPage,
@@ -32,4 +35,4 @@ export {
   type StateMirrorEvents,
   type StateMirrorOptions,
 } from './state-mirror.js';
-export type { WatchEvent, WatchOptions } from './watch.js';
+export type { ConsumerOption, WatchEvent, WatchOptions } from './watch.js';
