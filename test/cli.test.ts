@@ -62,6 +62,25 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
     expect((await cli(['get', 'balance'], env)).stdout).toBe('0\n');
   });
 
+  it('lists, shows, commits and deletes consumers', async () => {
+    for (let i = 0; i < 3; i++) await cli(['put', `k${i}`, String(i)], env);
+    expect(JSON.parse((await cli(['consumers', 'commit', 'billing', '2', '--hold'], env)).stdout)).toMatchObject({ name: 'billing', offset: 2, lag: 1, hold: true });
+    const behind = await cli(['consumers', 'commit', 'billing', '1'], env);
+    expect(behind.code).toBe(1);
+    expect(behind.stderr).toMatch(/conflict/);
+    expect(JSON.parse((await cli(['consumers', 'commit', 'billing', '1', '--rewind'], env)).stdout)).toMatchObject({ offset: 1, hold: true });
+    expect(JSON.parse((await cli(['consumers', 'commit', 'billing', '3', '--no-hold'], env)).stdout)).toMatchObject({ offset: 3, hold: false });
+    expect(JSON.parse((await cli(['consumers', 'show', 'billing'], env)).stdout)).toMatchObject({ name: 'billing', offset: 3, lag: 0 });
+    const listed = (await cli(['consumers'], env)).stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(listed.map((c: { name: string }) => c.name)).toEqual(['billing']);
+    expect((await cli(['consumers', 'commit', 'billing', 'x'], env)).code).toBe(2);
+    expect(await cli(['consumers', 'delete', 'billing'], env)).toMatchObject({ code: 0 });
+    const gone = await cli(['consumers', 'show', 'billing'], env);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toMatch(/not_found/);
+    expect((await cli(['consumers', 'delete', 'billing'], env)).code).toBe(1);
+  });
+
   it('exits 1 with the server\'s code when refused, 2 on usage errors', async () => {
     const missing = await cli(['get', 'nothing'], env);
     expect(missing.code).toBe(1);
