@@ -151,6 +151,8 @@ describe.runIf(TEST_STORE === 'sqlite')('statelog backup and restore', () => {
     mirror.on('reset', (event: ResetEvent) => resets.push(event));
     await mirror.ready;
 
+    // A consumer in the file: kept by the restore, its position reset in the new epoch.
+    await t.http.put('/v1/consumers/w').set('content-type', 'application/json').send({ offset: 2, hold: true });
     const backupFile = join(t.dir, 'backup.db');
     const backup = await cli(['backup', '--db', t.dbPath, '--out', backupFile], env);
     expect(backup.code, backup.stderr).toBe(0);
@@ -179,6 +181,7 @@ describe.runIf(TEST_STORE === 'sqlite')('statelog backup and restore', () => {
       expect((await client.get('b'))!.value).toEqual({ x: [true] });
       expect(await client.get('c')).toBeNull();
       expect(((await client.stats()) as { head: number }).head).toBe(2);
+      expect(await client.consumer('w')).toMatchObject({ offset: 0, epoch: restored.services.store.epoch, lag: 2, hold: true });
 
       // The mirror had seen offset 3, which the restored log never had: it starts over.
       for (let i = 0; resets.length === 0; i++) {
