@@ -72,6 +72,11 @@ export default tseslint.config(
     '(^|/)(feed|http|routes|writes|compaction|sqlite|postgres)/|(^|/)(app|services|server|metrics|reload|config)\\.js$|^(fastify|@fastify/.+|better-sqlite3|pg)(/|$)|(^|/)(test|bench|harness)/',
     'snapshots copy the store\'s state to spools: they import the contract and the store interface, never the feed, HTTP, routes, the write path, a store driver or the process',
   ),
+  boundary(
+    ['src/consumers/**/*.ts'],
+    '(^|/)(http|routes|writes|feed|snapshot|compaction|sqlite|postgres)/|(^|/)(app|services|server|metrics)\\.js$|^(fastify|@fastify/.+|better-sqlite3|pg)(/|$)|(^|/)(test|bench|harness)/',
+    'consumers\' holds work through the store interface and its rules: no HTTP, routes, write path, store driver or the process',
+  ),
   boundary(['bench/**/*.ts'], '(^|/)test/', 'benchmarks share harness/ with the tests, and import nothing of test/'),
   boundary(['harness/**/*.ts'], '(^|/)(test|bench)/', 'the harness serves tests and benchmarks: it imports neither'),
   boundary(['ui/**/*.ts'], '^\\.\\./(?!src/contract/)', 'the dashboard imports only the contract (src/contract)'),

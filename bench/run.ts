@@ -28,6 +28,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['read', async () => (await import('./reads/read.js')).readFigure],
   ['batch', async () => (await import('./writes/batch.js')).batchFigure],
   ['incr', async () => (await import('./writes/incr.js')).incrFigure],
+  ['guarded-incr', async () => (await import('./writes/guarded-incr.js')).guardedIncrFigure],
   ['peers', async () => (await import('./peers/peers.js')).peersFigure],
   ['snapshot', async () => (await import('./snapshots/snapshot.js')).snapshotFigure],
   ['wal-stalled-reader', async () => (await import('./snapshots/wal-stalled-reader.js')).walStalledReaderFigure],

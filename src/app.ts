@@ -7,6 +7,7 @@ import { clientErrorHandler } from './http/error-handler.js';
 import { lifecycle } from './http/lifecycle.js';
 import { parsing } from './http/parsing.js';
 import { AccessLog, authenticator, frameworkErrors, requestId, requestPipeline } from './http/request-pipeline.js';
+import { consumerRoutes } from './routes/consumers.js';
 import { adminRoutes } from './routes/admin.js';
 import { changeStreamRoutes } from './routes/change-stream.js';
 import { changesRoutes } from './routes/changes.js';
@@ -108,6 +109,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await app.register(keyRoutes, { store, batcher, config });
     await app.register(recordRoutes, { batcher, config });
     await app.register(adminRoutes, { compactor, faults });
+    await app.register(consumerRoutes, { store });
     const lastCompaction = () => compactor.lastCompaction;
     await app.register(operationsRoutes, { store, config, lifecycle: services.lifecycle, metrics, faults, snapshots, lastCompaction });
     await app.register(snapshotRoutes, { store, snapshots, lifecycle: services.lifecycle, metrics, config });

@@ -10,6 +10,7 @@ import { addBackupCommand } from './cli/backup.js';
 import { CliFailure, EXIT, EXIT_HELP, usage, type Cli } from './cli/common.js';
 import { readTlsFlags } from './cli/connection.js';
 import { addCompactCommand } from './cli/compact.js';
+import { addConsumersCommand } from './cli/consumers.js';
 import { addDelCommand } from './cli/del.js';
 import { addGetCommand } from './cli/get.js';
 import { addHistoryCommand } from './cli/history.js';
@@ -72,6 +73,7 @@ addSnapshotCommand(program, cli);
 addTailCommand(program, cli);
 addCompactCommand(program, cli);
 addStatsCommand(program, cli);
+addConsumersCommand(program, cli);
 addBackupCommand(program, cli);
 addRestoreCommand(program, cli);
 

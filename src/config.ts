@@ -31,6 +31,10 @@ export interface Config {
   minCompactionLagMs: number;
   maxCompactionLagMs: number;
   tombstoneRetentionMs: number;
+  /** A consumer's hold on compaction is released past this lag in records... */
+  consumerHoldMaxRecords: number;
+  /** ... or once its last commit is this old. */
+  consumerHoldMaxMs: number;
   idempotencyTtlMs: number;
   maxValueBytes: number;
   maxSnapshots: number;
@@ -308,6 +312,9 @@ export function loadConfig(env: Env = process.env): Config {
     minCompactionLagMs: integer(env, 'STATELOG_MIN_COMPACTION_LAG_MS', 0, 0),
     maxCompactionLagMs: integer(env, 'STATELOG_MAX_COMPACTION_LAG_MS', 0, 0),
     tombstoneRetentionMs: integer(env, 'STATELOG_TOMBSTONE_RETENTION_MS', 86_400_000, 0),
+    // Bounds on what a stalled consumer can keep: at most this many delete markers above it, this long.
+    consumerHoldMaxRecords: integer(env, 'STATELOG_CONSUMER_HOLD_MAX_RECORDS', 1_000_000, 1),
+    consumerHoldMaxMs: integer(env, 'STATELOG_CONSUMER_HOLD_MAX_MS', 7 * 86_400_000, 1),
     idempotencyTtlMs: integer(env, 'STATELOG_IDEMPOTENCY_TTL_MS', 86_400_000, 1),
     maxValueBytes: integer(env, 'STATELOG_MAX_VALUE_BYTES', 1_048_576, 1, 256 * 1024 * 1024),
     maxSnapshots: integer(env, 'STATELOG_MAX_SNAPSHOTS', 8, 1, 10_000),

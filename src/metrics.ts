@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { dirtyRatio, type LogStore, type StoreCounters } from './store/log-store.js';
 import { storeErrorKind } from './store/store-errors.js';
+import { viewOf } from './store/consumer-rules.js';
 
 /** The route label of a request that matched no route: raw URLs would explode the label set. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -252,6 +253,14 @@ export class Metrics {
     ),
   };
 
+  private readonly consumerMetrics = {
+    lag: this.consumerGauge('statelog_consumer_lag_records', "Records between a consumer's committed position and the head"),
+    age: this.consumerGauge('statelog_consumer_commit_age_seconds', "Seconds since a consumer's last commit"),
+    holding: this.consumerGauge('statelog_consumer_hold', 'Whether a consumer holds compaction (1) or not (0)'),
+    releases: new MirroredCounter(this.registry, 'statelog_consumer_hold_releases_total', 'Consumer holds this process released for lag or age'),
+  };
+  private consumerHolds: () => number = () => 0;
+
   private readonly planConflicts = new MirroredCounter(
     this.registry,
     'statelog_write_plan_conflicts_total',
@@ -268,6 +277,11 @@ export class Metrics {
       labelNames: ['version', 'node_version'] as const,
       registers: [this.registry],
     }).set({ version: packageVersion(), node_version: process.version }, 1);
+  }
+
+  /** Per consumer (and its scoped token's name, '' for none); set afresh at each scrape. */
+  private consumerGauge(name: string, help: string): Gauge<'consumer' | 'owner'> {
+    return new Gauge({ name, help, labelNames: ['consumer', 'owner'] as const, registers: [this.logRegistry] });
   }
 
   private gauge(name: string, help: string, registry = this.registry): Gauge {
@@ -354,8 +368,26 @@ export class Metrics {
     };
   }
 
+  watchConsumerHolds(released: () => number): void {
+    this.consumerHolds = released;
+  }
+
   watchCompaction(source: () => CompactionStats): void {
     this.compaction = source;
+  }
+
+  private async setConsumers(): Promise<void> {
+    const { rows, position } = await this.store.consumers.list(null);
+    const now = Date.now();
+    const m = this.consumerMetrics;
+    for (const gauge of [m.lag, m.age, m.holding]) gauge.reset();
+    for (const row of rows) {
+      const view = viewOf(row, position, false);
+      const labels = { consumer: row.name, owner: row.owner };
+      m.lag.set(labels, view.lag);
+      m.age.set(labels, Math.max(0, now - row.committedAt) / 1000);
+      m.holding.set(labels, Number(row.hold));
+    }
   }
 
   async exposition(): Promise<string> {
@@ -376,7 +408,9 @@ export class Metrics {
       this.log.tombstones.set(counters.tombstones);
       this.log.dirtyRatio.set(dirtyRatio(counters));
       this.log.dbBytes.set(counters.dbBytes);
+      await this.setConsumers();
     }
+    this.consumerMetrics.releases.set(this.consumerHolds());
 
     const stats = this.compaction();
     const m = this.compactionMetrics;

@@ -5,6 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { Compactor, compactionSettings, type CompactorLog } from './compaction/compactor.js';
+import { ConsumerHolds, type HoldsLog } from './consumers/holds.js';
 import { Expirer } from './writes/expirer.js';
 import type { Config } from './config.js';
 import { ChangeNotifier } from './feed/change-notifier.js';
@@ -40,6 +41,7 @@ export interface Services {
   snapshots: SharedSnapshots;
   compactor: Compactor;
   expirer: Expirer;
+  holds: ConsumerHolds;
   /** Starts the work of the process's own: the compactor, the expirer and the purge of expired idempotency answers. */
   start(): void;
   beginShutdown(): void;
@@ -50,7 +52,7 @@ export interface ServicesLog {
   error(fields: object, message: string): void;
   warn(fields: object, message: string): void;
   fatal(fields: object, message: string): void;
-  child(bindings: Record<string, unknown>): CompactorLog;
+  child(bindings: Record<string, unknown>): CompactorLog & HoldsLog;
 }
 
 export class StartupError extends Error {
@@ -104,11 +106,21 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       shutdown.abort();
     };
 
+    // Checked every second: a query of the held consumers, usually none.
+    const holds = new ConsumerHolds(
+      store,
+      { maxRecords: config.consumerHoldMaxRecords, maxMs: config.consumerHoldMaxMs },
+      log.child({ module: 'consumers' }),
+      1000,
+    );
+    undo.unshift(() => holds.stop());
+    metrics.watchConsumerHolds(() => holds.released);
     const compactor = new Compactor({
       ...compactionSettings(config),
       store,
       log: log.child({ module: 'compactor' }),
       signal: shutdown.signal,
+      holdFloor: () => holds.floor(),
     });
     undo.unshift(() => compactor.stop());
     metrics.watchCompaction(() => ({
@@ -151,6 +163,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
     const start = () => {
       compactor.start();
       expirer.start();
+      holds.start();
       purge = setInterval(
         () => void store.purgeIdempotency(Date.now()).catch((err) => outage.error({ err }, 'idempotency purge failed')),
         Math.min(config.idempotencyTtlMs, 60_000),
@@ -187,6 +200,7 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       snapshots,
       compactor,
       expirer,
+      holds,
       start,
       beginShutdown,
       close() {

@@ -49,6 +49,38 @@ describe('statelog CLI', { timeout: 120_000 }, () => {
     expect(JSON.parse((await cli(['stats'], env)).stdout)).toMatchObject({ head: 6, liveKeys: 3 });
   });
 
+  it('increments within --min and --max, and refuses past them with the current value', async () => {
+    expect((await cli(['incr', 'balance', '3'], env)).stdout).toBe('3\n');
+    expect(await cli(['incr', 'balance', '-3', '--min', '0'], env)).toMatchObject({ code: 0, stdout: '0\n' });
+    const overdrawn = await cli(['incr', 'balance', '-5', '--min', '0'], env);
+    expect(overdrawn.code).toBe(1);
+    expect(overdrawn.stderr).toMatch(/out_of_range/);
+    expect(overdrawn.stderr).toMatch(/value: 0, offset: 2/);
+    expect((await cli(['incr', 'balance', '2', '--max', '1'], env)).code).toBe(1);
+    expect((await cli(['incr', 'balance', '1', '--min', '2', '--max', '1'], env)).code).toBe(2);
+    expect((await cli(['incr', 'balance', '1', '--min', 'zero'], env)).code).toBe(2);
+    expect((await cli(['get', 'balance'], env)).stdout).toBe('0\n');
+  });
+
+  it('lists, shows, commits and deletes consumers', async () => {
+    for (let i = 0; i < 3; i++) await cli(['put', `k${i}`, String(i)], env);
+    expect(JSON.parse((await cli(['consumers', 'commit', 'billing', '2', '--hold'], env)).stdout)).toMatchObject({ name: 'billing', offset: 2, lag: 1, hold: true });
+    const behind = await cli(['consumers', 'commit', 'billing', '1'], env);
+    expect(behind.code).toBe(1);
+    expect(behind.stderr).toMatch(/conflict/);
+    expect(JSON.parse((await cli(['consumers', 'commit', 'billing', '1', '--rewind'], env)).stdout)).toMatchObject({ offset: 1, hold: true });
+    expect(JSON.parse((await cli(['consumers', 'commit', 'billing', '3', '--no-hold'], env)).stdout)).toMatchObject({ offset: 3, hold: false });
+    expect(JSON.parse((await cli(['consumers', 'show', 'billing'], env)).stdout)).toMatchObject({ name: 'billing', offset: 3, lag: 0 });
+    const listed = (await cli(['consumers'], env)).stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(listed.map((c: { name: string }) => c.name)).toEqual(['billing']);
+    expect((await cli(['consumers', 'commit', 'billing', 'x'], env)).code).toBe(2);
+    expect(await cli(['consumers', 'delete', 'billing'], env)).toMatchObject({ code: 0 });
+    const gone = await cli(['consumers', 'show', 'billing'], env);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toMatch(/not_found/);
+    expect((await cli(['consumers', 'delete', 'billing'], env)).code).toBe(1);
+  });
+
   it('exits 1 with the server\'s code when refused, 2 on usage errors', async () => {
     const missing = await cli(['get', 'nothing'], env);
     expect(missing.code).toBe(1);
@@ -119,6 +151,8 @@ describe.runIf(TEST_STORE === 'sqlite')('statelog backup and restore', () => {
     mirror.on('reset', (event: ResetEvent) => resets.push(event));
     await mirror.ready;
 
+    // A consumer in the file: kept by the restore, its position reset in the new epoch.
+    await t.http.put('/v1/consumers/w').set('content-type', 'application/json').send({ offset: 2, hold: true });
     const backupFile = join(t.dir, 'backup.db');
     const backup = await cli(['backup', '--db', t.dbPath, '--out', backupFile], env);
     expect(backup.code, backup.stderr).toBe(0);
@@ -147,6 +181,7 @@ describe.runIf(TEST_STORE === 'sqlite')('statelog backup and restore', () => {
       expect((await client.get('b'))!.value).toEqual({ x: [true] });
       expect(await client.get('c')).toBeNull();
       expect(((await client.stats()) as { head: number }).head).toBe(2);
+      expect(await client.consumer('w')).toMatchObject({ offset: 0, epoch: restored.services.store.epoch, lag: 2, hold: true });
 
       // The mirror had seen offset 3, which the restored log never had: it starts over.
       for (let i = 0; resets.length === 0; i++) {

@@ -51,6 +51,24 @@ describe('StatelogClient', () => {
     expect(await client.get('b')).toBeNull();
   });
 
+  it('increments within bounds, and throws out_of_range with the key as it stands past them', async () => {
+    expect(await client.incr('balance', 5, { min: 0, max: 5 })).toBe(5);
+    await expect(client.incr('balance', -6, { min: 0 })).rejects.toMatchObject({
+      status: 409,
+      code: 'out_of_range',
+      details: { index: 0, value: 5, offset: 1 },
+    });
+    await expect(client.incr('balance', 1, { max: 5 })).rejects.toMatchObject({ code: 'out_of_range' });
+    await expect(
+      client.batch([
+        { key: 'other', op: 'incr', by: 6 },
+        { key: 'balance', op: 'incr', by: -6, min: 0 },
+      ]),
+    ).rejects.toMatchObject({ code: 'out_of_range', details: { index: 1 } });
+    expect(await client.get('other')).toBeNull();
+    expect((await client.get('balance'))?.value).toBe(5);
+  });
+
   it('lists every key across pages', async () => {
     await client.batch(Array.from({ length: 250 }, (_, i) => ({ key: `k${String(i).padStart(3, '0')}`, value: i })));
     const keys: string[] = [];

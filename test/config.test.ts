@@ -13,6 +13,8 @@ describe('loadConfig', () => {
       STATELOG_MIN_COMPACTION_LAG_MS: '1000',
       STATELOG_MAX_COMPACTION_LAG_MS: '5000',
       STATELOG_TOMBSTONE_RETENTION_MS: '10',
+      STATELOG_CONSUMER_HOLD_MAX_RECORDS: '500',
+      STATELOG_CONSUMER_HOLD_MAX_MS: '3600000',
       STATELOG_IDEMPOTENCY_TTL_MS: '60000',
       STATELOG_MAX_VALUE_BYTES: '2048',
       STATELOG_MAX_SNAPSHOTS: '2',
@@ -20,6 +22,9 @@ describe('loadConfig', () => {
       LOG_LEVEL: 'debug',
     });
     expect(config).toMatchObject({ port: 9000, host: '0.0.0.0', sync: 'normal', minDirtyRatio: 0.25, maxSnapshots: 2 });
+    expect(config).toMatchObject({ consumerHoldMaxRecords: 500, consumerHoldMaxMs: 3_600_000 });
+    // Safe by default: a stalled consumer holds at most a million delete markers, for a week.
+    expect(loadConfig({})).toMatchObject({ consumerHoldMaxRecords: 1_000_000, consumerHoldMaxMs: 604_800_000 });
     expect([...config.tokens!]).toEqual([
       ['r1', 'read'],
       ['w1', 'write'],
@@ -43,6 +48,10 @@ describe('loadConfig', () => {
     ['STATELOG_STORE', 'mysql'],
     ['STATELOG_PG_POOL_SIZE', '0'],
     ['STATELOG_PG_QUERY_TIMEOUT_MS', '-1'],
+    ['STATELOG_CONSUMER_HOLD_MAX_RECORDS', '0'],
+    ['STATELOG_CONSUMER_HOLD_MAX_RECORDS', 'many'],
+    ['STATELOG_CONSUMER_HOLD_MAX_MS', '0'],
+    ['STATELOG_CONSUMER_HOLD_MAX_MS', '1.5'],
   ])('refuses %s=%s naming the variable', (name, value) => {
     let error: unknown;
     try {

@@ -444,6 +444,24 @@ const cases: Case[] = [
     check: (res) => expect(res.body.error).toMatchObject({ index: 1, currentOffset: expect.any(Number) }),
   },
   {
+    route: 'POST /v1/records', status: 409, code: 'out_of_range', name: 'a guarded incr below its min, replayed',
+    send: async (t) => {
+      await put(t, 'rec/balance', { value: 2 });
+      return twice(() => batch(t, [{ key: 'rec/other', op: 'incr', by: 1 }, { key: 'rec/balance', op: 'incr', by: -3, min: 0 }], { 'idempotency-key': 'rec-range' }));
+    },
+    check: (res) => (replayed(res), expect(res.body.error).toMatchObject({ index: 1, value: 2, offset: expect.any(Number) })),
+  },
+  {
+    route: 'POST /v1/records', status: 409, code: 'out_of_range', name: 'a guarded incr of an absent key above its max',
+    send: (t) => batch(t, [{ key: 'rec/absent-counter', op: 'incr', by: 2, max: 1 }]),
+    check: (res) => expect(res.body.error).toMatchObject({ index: 0, value: null, offset: null }),
+  },
+  {
+    route: 'POST /v1/records', status: 400, code: 'invalid_request', name: 'an incr whose min is above its max',
+    send: (t) => batch(t, [{ key: 'rec/x', op: 'incr', by: 1, min: 2, max: 1 }]),
+    check: (res) => expect(res.body.error.index).toBe(0),
+  },
+  {
     route: 'POST /v1/records', status: 413, code: 'payload_too_large', name: 'an item value over STATELOG_MAX_VALUE_BYTES',
     send: (t) => batch(t, [{ key: 'rec/ok', value: 1 }, { key: 'rec/big', value: 'x'.repeat(MAX_VALUE_BYTES) }]),
     check: (res) => expect(res.body.error).toMatchObject({ index: 1, limit: MAX_VALUE_BYTES }),
@@ -705,6 +723,80 @@ const cases: Case[] = [
     send: (t) => stream(t, 'after=0&_=1764400000000&limit=10'),
   },
 
+  // /v1/consumers
+  {
+    route: 'PUT /v1/consumers/{name}', status: 200, name: 'a commit with a hold',
+    send: async (t) => {
+      await put(t, 'cons/a', { value: 1 });
+      return t.http.put('/v1/consumers/doc-worker').set(json).send(text({ offset: 1, hold: true }));
+    },
+    check: (res) => (expect(res.body).toMatchObject({ name: 'doc-worker', offset: 1, hold: true }), expect(res.headers.etag).toBe('"1"')),
+  },
+  {
+    route: 'GET /v1/consumers/{name}', status: 200, name: 'a consumer with its lag',
+    send: (t) => t.http.get('/v1/consumers/doc-worker'),
+    check: (res) => expect(res.body).toMatchObject({ name: 'doc-worker', offset: 1, lag: expect.any(Number) }),
+  },
+  {
+    route: 'GET /v1/consumers', status: 200, name: 'every consumer',
+    send: (t) => t.http.get('/v1/consumers'),
+    check: (res) => expect(res.body.consumers.map((c: { name: string }) => c.name)).toContain('doc-worker'),
+  },
+  {
+    route: 'GET /v1/consumers/{name}', status: 400, code: 'invalid_key', name: 'a name with a control character',
+    send: (t) => t.http.get('/v1/consumers/a%01b'),
+  },
+  {
+    route: 'GET /v1/consumers/{name}', status: 404, code: 'not_found', name: 'a consumer never committed',
+    send: (t) => t.http.get('/v1/consumers/doc-nobody'),
+  },
+  {
+    route: 'PUT /v1/consumers/{name}', status: 400, code: 'invalid_request', name: 'an offset that is not a whole number',
+    send: (t) => t.http.put('/v1/consumers/doc-worker').set(json).send(text({ offset: 1.5 })),
+  },
+  {
+    route: 'PUT /v1/consumers/{name}', status: 409, code: 'conflict', name: 'an offset behind the committed one',
+    send: (t) => t.http.put('/v1/consumers/doc-worker').set(json).send(text({ offset: 0 })),
+    check: (res) => expect(res.body.error.currentOffset).toBe(1),
+  },
+  {
+    route: 'PUT /v1/consumers/{name}', status: 410, code: 'offset_ahead', name: 'an offset beyond the head',
+    send: (t) => t.http.put('/v1/consumers/doc-worker').set(json).send(text({ offset: Number.MAX_SAFE_INTEGER })),
+  },
+  {
+    route: 'PUT /v1/consumers/{name}', status: 410, code: 'epoch_changed', name: 'an offset of another epoch',
+    send: (t) => t.http.put('/v1/consumers/doc-worker').set(json).send(text({ offset: 1, epoch: OTHER_EPOCH })),
+  },
+  {
+    route: 'PUT /v1/consumers/{name}', status: 412, code: 'precondition_failed', name: 'If-None-Match * on a consumer that exists',
+    send: (t) => t.http.put('/v1/consumers/doc-worker').set({ ...json, 'if-none-match': '*' }).send(text({ offset: 1 })),
+    check: (res) => expect(res.body.error.currentOffset).toBe(1),
+  },
+  {
+    route: 'PUT /v1/consumers/{name}', status: 413, code: 'payload_too_large', name: 'a body over the body limit',
+    send: (t) => t.http.put('/v1/consumers/doc-worker').set(json).send(text({ offset: 1, pad: 'x'.repeat(70_000) })),
+  },
+  {
+    route: 'PUT /v1/consumers/{name}', status: 415, code: 'unsupported_media_type', name: 'a text/plain body',
+    send: (t) => t.http.put('/v1/consumers/doc-worker').set('content-type', 'text/plain').send('1'),
+  },
+  {
+    route: 'DELETE /v1/consumers/{name}', status: 400, code: 'invalid_request', name: 'a bad If-Match',
+    send: (t) => t.http.delete('/v1/consumers/doc-worker').set('if-match', 'soon'),
+  },
+  {
+    route: 'DELETE /v1/consumers/{name}', status: 412, code: 'precondition_failed', name: 'If-Match naming another offset',
+    send: (t) => t.http.delete('/v1/consumers/doc-worker').set('if-match', '"7"'),
+  },
+  {
+    route: 'DELETE /v1/consumers/{name}', status: 204, name: 'a consumer deleted',
+    send: (t) => t.http.delete('/v1/consumers/doc-worker').set('if-match', '"1"'),
+  },
+  {
+    route: 'DELETE /v1/consumers/{name}', status: 404, code: 'not_found', name: 'a consumer deleted before',
+    send: (t) => t.http.delete('/v1/consumers/doc-worker'),
+  },
+
   // POST /v1/admin/compact
   {
     route: 'POST /v1/admin/compact', status: 200, name: 'removes superseded records and expired delete markers',
@@ -767,11 +859,18 @@ const anyRequest: Record<string, (t: Caller) => PromiseLike<Answer>> = {
   // With a snapshot: a stream that fails to open answers, where a plain one would be cut.
   [STREAM]: (t) => stream(t, 'snapshot=true'),
   'POST /v1/admin/compact': (t) => t.http.post('/v1/admin/compact'),
+  'GET /v1/consumers': (t) => t.http.get('/v1/consumers'),
+  'GET /v1/consumers/{name}': (t) => t.http.get('/v1/consumers/any'),
+  'PUT /v1/consumers/{name}': (t) => t.http.put('/v1/consumers/any').set(json).send(text({ offset: 0 })),
+  'DELETE /v1/consumers/{name}': (t) => t.http.delete('/v1/consumers/any'),
 };
+
+/** Routes where each scoped token has names of its own instead of prefixes: never outside them. */
+const perToken = (route: string): boolean => route.includes(' /v1/consumers');
 
 /** With a token limited to key prefixes that hold none of these keys: one request per route reaching outside them. */
 const outsideScope: Record<string, (t: Caller) => PromiseLike<Answer>> = {
-  ...anyRequest,
+  ...Object.fromEntries(Object.entries(anyRequest).filter(([route]) => !perToken(route))),
   'GET /v1/keys': (t) => t.http.get('/v1/keys?prefix=any'),
   'GET /v1/snapshot': (t) => t.http.get('/v1/snapshot?prefix=any'),
   'GET /v1/changes': (t) => t.http.get('/v1/changes?key=any'),
@@ -842,8 +941,9 @@ describe('openapi.yaml', () => {
       const security = (document.paths[template]![method.toLowerCase()] as { security?: unknown }).security ?? document.security;
       expect([route, security]).toEqual([route, role === null ? [] : [{ bearer: [] }, { clientCertificate: [] }]]);
       expect([route, statuses.has(`${route} 401`)]).toEqual([route, role !== null]);
-      // Every route a token reaches may refuse a token with key prefixes.
-      expect([route, statuses.has(`${route} 403`)]).toEqual([route, role !== null]);
+      // Every route a token reaches may refuse a token with key prefixes; those with names per
+      // token refuse only a lower role.
+      expect([route, statuses.has(`${route} 403`)]).toEqual([route, role !== null && (!perToken(route) || role !== 'read')]);
     }
   });
 });

@@ -7,6 +7,7 @@
 import type {
   compactSchema,
   Entry,
+  listConsumersSchema,
   listKeysSchema,
   LogRecord as LogRecordSchema,
   Static,
@@ -18,6 +19,7 @@ export type KeyEntry = Static<typeof Entry>;
 export type KeyPage = Static<(typeof listKeysSchema)['response'][200]>;
 export type Stats = Static<(typeof statsSchema)['response'][200]>;
 export type CompactionResult = Static<(typeof compactSchema)['response'][200]>;
+export type ConsumerList = Static<(typeof listConsumersSchema)['response'][200]>;
 
 export interface ErrorBody {
   code: string;
@@ -124,6 +126,10 @@ export class Api {
 
   keys(prefix: string, limit: number, cursor: string | null): Promise<KeyPage> {
     return this.request('GET', 'v1/keys', { prefix, limit, cursor });
+  }
+
+  consumers(): Promise<ConsumerList> {
+    return this.request('GET', 'v1/consumers');
   }
 
   compact(): Promise<CompactionResult> {

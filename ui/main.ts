@@ -6,6 +6,7 @@
 // page then shows that scope instead, and lists the keys the API shows it.
 import { Api, ApiFailure, tokenStore, type Stats } from './api.js';
 import { HistoryChart } from './chart.js';
+import { renderConsumers } from './consumers.js';
 import { formatCount, formatDuration } from './format.js';
 import { KeyBrowser } from './keys.js';
 import { renderStats } from './stats.js';
@@ -44,6 +45,8 @@ const statsElements = {
   lastCompaction: byId('stat-last-compaction'),
   updated: byId('stats-updated'),
 };
+
+const consumerElements = { rows: byId<HTMLTableSectionElement>('consumer-rows'), empty: byId('consumers-empty') };
 
 const chart = new HistoryChart(byId('chart'));
 const keys = new KeyBrowser(
@@ -107,14 +110,14 @@ function showStats(stats: Stats): void {
 }
 
 async function poll(): Promise<void> {
-  // A scoped token is never shown the stats: nothing to poll.
-  if (scope) return;
   try {
-    showStats(await api.stats());
+    // A scoped token is never shown the stats; it is shown its own consumers.
+    if (!scope) showStats(await api.stats());
+    renderConsumers(consumerElements, await api.consumers());
   } catch (err) {
     if (err instanceof ApiFailure && err.status === 401) return tokenRefused();
     const reason = err instanceof Error ? err.message : String(err);
-    setConnection('trouble', `Cannot read the stats (${reason}); retrying`);
+    setConnection('trouble', `Cannot read the stats or consumers (${reason}); retrying`);
   }
 }
 
@@ -210,6 +213,7 @@ function startDashboard(first: Stats | { scope: string[] }): void {
   else showStats(first);
   pollTimer = setTimeout(() => void pollNow(), POLL_MS);
   keys.start();
+  void api.consumers().then((list) => renderConsumers(consumerElements, list), () => {});
 }
 
 function stopDashboard(): void {

@@ -47,6 +47,8 @@ export interface CompactorOptions extends CompactionSettings {
   now?: () => number;
   budget?: CompactionBudget;
   signal?: AbortSignal;
+  /** The offset above which a run keeps delete markers (consumers' holds); null: none. */
+  holdFloor?: () => Promise<number | null>;
 }
 
 /** A run ended early, at a step boundary, because the compactor was stopped. */
@@ -84,6 +86,7 @@ export class Compactor {
   private readonly settings: CompactionSettings;
   private readonly now: () => number;
   private readonly budget: CompactionBudget;
+  private readonly holdFloor: () => Promise<number | null>;
   private timer: NodeJS.Timeout | null = null;
   private current: Promise<CompactionSummary> | null = null;
   private stopped = false;
@@ -91,7 +94,8 @@ export class Compactor {
   private totals = { runs: 0, failures: 0, removed: 0, tombstonesRemoved: 0, durationMs: 0 };
 
   constructor(options: CompactorOptions) {
-    const { store, log, now, budget, signal, ...settings } = options;
+    const { store, log, now, budget, signal, holdFloor, ...settings } = options;
+    this.holdFloor = holdFloor ?? (async () => null);
     this.store = store;
     this.log = log;
     this.settings = settings;
@@ -174,8 +178,10 @@ export class Compactor {
     let pass: CompactionPass | undefined;
     try {
       const { dbBytes: bytesBefore } = await this.store.counters();
+      // Fixed when the run starts, as its cutoff is.
+      const keepTombstonesAbove = await this.holdFloor();
       pass = await this.store.startCompaction(
-        { now: startedAt, minLagMs: this.settings.minLagMs, tombstoneRetentionMs: this.settings.tombstoneRetentionMs },
+        { now: startedAt, minLagMs: this.settings.minLagMs, tombstoneRetentionMs: this.settings.tombstoneRetentionMs, keepTombstonesAbove },
         this.budget,
       );
       while (await pass.step()) {

@@ -12,6 +12,8 @@ export const ERROR_STATUS = {
   offset_ahead: 410,
   epoch_changed: 410,
   log_diverged: 410,
+  conflict: 409,
+  out_of_range: 409,
   precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,

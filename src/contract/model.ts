@@ -37,7 +37,8 @@ export type WriteOp =
   | ({ op: 'set'; key: string; value: string; ttlMs?: number } & Condition)
   /** The expirer's delete: with `ifOffset` it holds while that record is the key's, expired or not. */
   | ({ op: 'delete'; key: string; expiry?: boolean } & Condition)
-  | ({ op: 'incr'; key: string; by: number } & Condition);
+  /** `min`, `max`: the result must stay within them (inclusive), else the request is refused. */
+  | ({ op: 'incr'; key: string; by: number; min?: number; max?: number } & Condition);
 
 export interface AppliedOp {
   key: string;
@@ -50,6 +51,8 @@ export type WriteFailure =
   | { code: 'precondition_failed'; index: number; currentOffset: number | null }
   | { code: 'not_found'; index: number }
   | { code: 'not_a_number'; index: number }
+  /** `value` (parsed JSON) and `offset`: the key as it stands without the refused request; offset null: no live value. */
+  | { code: 'out_of_range'; index: number; value: unknown; offset: number | null }
   | { code: 'idempotency_key_reused' };
 
 export type WriteOutcome = { ok: true; applied: AppliedOp[] } | { ok: false; failure: WriteFailure };

@@ -30,6 +30,7 @@ const FAILURE_MESSAGES: Record<WriteFailure['code'], string> = {
   precondition_failed: 'the condition on the key does not hold',
   not_found: 'the key has no live value',
   not_a_number: 'the value is not a number, or the result is beyond ±(2^53 - 1)',
+  out_of_range: 'the result would be outside the item\'s min and max',
   idempotency_key_reused: 'this Idempotency-Key was used with a different request',
 };
 

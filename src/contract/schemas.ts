@@ -90,6 +90,9 @@ export const BatchItem = Type.Object(
     op: Type.Optional(Type.Union([Type.Literal('set'), Type.Literal('delete'), Type.Literal('incr')])),
     value: Type.Optional(JsonValue),
     by: Type.Optional(Type.Number()),
+    // Bounds of an incr's result, inclusive.
+    min: Type.Optional(Type.Number()),
+    max: Type.Optional(Type.Number()),
     ttlMs: Type.Optional(TtlMs),
     ifOffset: Type.Optional(Offset),
     ifAbsent: Type.Optional(Type.Boolean()),
@@ -111,7 +114,7 @@ export const postRecordsSchema = {
       ),
       offset: Offset,
     }),
-    ...errors(400, 401, 403, 404, 412, 413, 415, 422, 503),
+    ...errors(400, 401, 403, 404, 409, 412, 413, 415, 422, 503),
   },
 };
 
@@ -201,6 +204,58 @@ export const changeStreamSchema = {
     { additionalProperties: true },
   ),
   response: { 200: EventStreamBody, ...errors(400, 401, 403, 429, 503) },
+};
+
+// --- consumers ---
+
+export const ConsumerParams = Type.Object({ name: Type.String() });
+
+export const Consumer = Type.Object(
+  {
+    name: Type.String(),
+    /** The scoped token entry that made it; in listings for unscoped tokens only. */
+    owner: Type.Optional(Type.String()),
+    offset: Offset,
+    epoch: Type.String(),
+    committedAt: Type.Integer(),
+    lag: Type.Integer({ minimum: 0 }),
+    hold: Type.Boolean(),
+    holdReleasedAt: Type.Optional(Type.Integer()),
+  },
+  { additionalProperties: false },
+);
+
+export const PutConsumerBody = Type.Object(
+  {
+    offset: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+    epoch: Type.Optional(Epoch),
+    rewind: Type.Optional(Type.Boolean()),
+    hold: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+
+export const putConsumerSchema = {
+  params: ConsumerParams,
+  body: PutConsumerBody,
+  response: { 200: Consumer, ...errors(400, 401, 403, 409, 410, 412, 413, 415, 503) },
+};
+
+export const getConsumerSchema = {
+  params: ConsumerParams,
+  response: { 200: Consumer, ...errors(400, 401, 404, 503) },
+};
+
+export const deleteConsumerSchema = {
+  params: ConsumerParams,
+  response: { 204: Type.Null({ description: 'no body' }), ...errors(400, 401, 403, 404, 412, 503) },
+};
+
+export const listConsumersSchema = {
+  response: {
+    200: Type.Object({ consumers: Type.Array(Consumer), head: Offset, epoch: Type.String() }, { additionalProperties: false }),
+    ...errors(401, 503),
+  },
 };
 
 // --- stats and operations ---

@@ -23,7 +23,7 @@ export function requestId(req: IncomingMessage): string {
 }
 
 /** Routes that machines poll: their successful answers are logged at debug, or they would drown the rest. */
-const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/ui', '/ui/', '/ui/:file']);
+const POLLED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/v1/stats', '/v1/consumers', '/ui', '/ui/', '/ui/:file']);
 
 /** Per answered request, its metrics and one access-log line instead of fastify's two: no onResponse hook needed. */
 export class AccessLog extends LogController {

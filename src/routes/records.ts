@@ -14,6 +14,15 @@ function invalid(index: number, message: string): ApiError {
   return new ApiError('invalid_request', `records[${index}]: ${message}`, { index });
 }
 
+/** An incr's number, refused when a double does not hold it as written (1e400, 16+ digits). */
+function exactNumber(item: Static<typeof BatchItem>, member: 'by' | 'min' | 'max', index: number, exact?: Record<string, unknown>): number {
+  const number = item[member]!;
+  if (exact !== undefined && exactText(exact[member]) !== JSON.stringify(number)) {
+    throw invalid(index, `"${member}" is a number a double cannot hold exactly; increments are whole numbers within ±(2^53 - 1)`);
+  }
+  return number;
+}
+
 /** `exact` from the lossless parse; optional members added in one order, no spread: this runs for every item. */
 function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: number, exact?: Record<string, unknown>): WriteOp {
   const key = checkKey(item.key, { index });
@@ -37,12 +46,13 @@ function toOp(item: Static<typeof BatchItem>, index: number, maxValueBytes: numb
       if (hasValue) throw invalid(index, 'an incr takes "by", not "value"');
       if (item.ttlMs !== undefined) throw invalid(index, '"ttlMs" belongs to op "set"');
       if (item.by === undefined) throw invalid(index, 'an incr needs "by"');
-      if (exact !== undefined && exactText(exact.by) !== JSON.stringify(item.by)) {
-        throw invalid(index, '"by" is a number a double cannot hold exactly; increments are whole numbers within ±(2^53 - 1)');
-      }
-      op = { op: 'incr', key, by: item.by };
+      op = { op: 'incr', key, by: exactNumber(item, 'by', index, exact) };
+      if (item.min !== undefined) op.min = exactNumber(item, 'min', index, exact);
+      if (item.max !== undefined) op.max = exactNumber(item, 'max', index, exact);
+      if (item.min !== undefined && item.max !== undefined && item.min > item.max) throw invalid(index, '"min" is greater than "max"');
       break;
   }
+  if (op.op !== 'incr' && (item.min !== undefined || item.max !== undefined)) throw invalid(index, '"min" and "max" belong to op "incr"');
   if (item.ifOffset !== undefined) op.ifOffset = item.ifOffset;
   if (item.ifAbsent) op.ifAbsent = true;
   return op;

@@ -21,10 +21,11 @@ export interface ChunkDecisions {
 }
 
 /** The commit time up to which records may be removed, and the one up to which a last delete marker may. */
-export function runLimits(policy: CompactionPolicy): { committedBy: number; tombstoneCutTs: number } {
+export function runLimits(policy: CompactionPolicy): { committedBy: number; tombstoneCutTs: number; tombstoneCutSeq: number } {
   return {
     committedBy: policy.now - policy.minLagMs,
     tombstoneCutTs: policy.now - Math.max(policy.tombstoneRetentionMs, policy.minLagMs),
+    tombstoneCutSeq: policy.keepTombstonesAbove ?? Number.MAX_SAFE_INTEGER,
   };
 }
 
@@ -52,6 +53,8 @@ export class CompactionRules {
   constructor(
     readonly cutoff: number,
     private readonly tombstoneCutTs: number,
+    /** Delete markers above this offset stay: a consumer's hold (the horizon never passes it). */
+    private readonly tombstoneCutSeq = Number.MAX_SAFE_INTEGER,
   ) {}
 
   // Told, inside the write's transaction, that `seq` was `key`'s latest record: a later chunk then
@@ -65,7 +68,7 @@ export class CompactionRules {
     const { kept } = decisions;
     for (const record of records) {
       if (record.latest === record.seq) {
-        if (record.op === 'delete' && record.ts <= this.tombstoneCutTs) {
+        if (record.op === 'delete' && record.ts <= this.tombstoneCutTs && record.seq <= this.tombstoneCutSeq) {
           // Its earlier records were superseded by it within the cutoff: already gone, or going by range.
           decisions.forget.push({ key: record.key, seq: record.seq });
           decisions.horizon = record.seq;

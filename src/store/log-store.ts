@@ -3,6 +3,7 @@
 
 export type { Answer, AppliedOp, Condition, Op, StoredEntry, StoredRecord, WriteFailure, WriteOp, WriteOutcome } from '../contract/model.js';
 import type { Answer, StoredEntry, StoredRecord, WriteOp, WriteOutcome } from '../contract/model.js';
+import type { ConsumerStore } from './consumer-rules.js';
 
 export interface WriteRequest {
   ops: WriteOp[];
@@ -173,6 +174,8 @@ export interface CompactionPolicy {
   minLagMs: number;
   /** A delete marker that is its key's latest record is kept at least this long. */
   tombstoneRetentionMs: number;
+  /** Delete markers above this offset are kept whatever their age: a consumer holds them (null: none). */
+  keepTombstonesAbove?: number | null;
 }
 
 /** Bounds of one compaction step (one transaction): whichever is reached first. */
@@ -238,6 +241,8 @@ export interface LogStore {
   purgeIdempotency(now: number): Promise<number>;
   /** Up to `limit` keys whose live value expired by `now`, soonest first. */
   dueExpiries(now: number, limit: number): Promise<DueExpiry[]>;
+  /** Named positions kept for groups of workers (consumer-rules.ts). */
+  readonly consumers: ConsumerStore;
   /** Checkpoints, so the database reopens quickly, and closes it. */
   close(): Promise<void>;
 }

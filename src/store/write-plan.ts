@@ -228,11 +228,21 @@ class Planner {
         }
         this.records.length = head - this.base;
         Object.assign(this, { head, newKeys, liveDelta, superseded });
+        if (result.code === 'out_of_range') Object.assign(result, this.standing(ops[index]!.key));
         return { ok: false, failure: result };
       }
       applied.push(result);
     }
     return { ok: true, applied };
+  }
+
+  /** A key's live value (parsed) and offset as the group's accepted records left it. */
+  private standing(key: string): { value: unknown; offset: number | null } {
+    const written = this.written.get(key);
+    const current = written ?? this.source.state(key);
+    if (!liveAt(current, this.now)) return { value: null, offset: null };
+    const text = written ? written.value! : this.source.liveValue(key, current!.offset);
+    return { value: JSON.parse(text) as unknown, offset: current!.offset };
   }
 
   private apply(op: WriteOp, index: number): AppliedOp | WriteFailure {
@@ -255,6 +265,10 @@ class Planner {
         const before = liveOffset === null ? null : written ? written.value : this.source.liveValue(op.key, liveOffset);
         const sum = incremented(op.by, before);
         if (Number.isNaN(sum)) return { code: 'not_a_number', index };
+        if ((op.min !== undefined && sum < op.min) || (op.max !== undefined && sum > op.max)) {
+          // The key as it stands is filled in once the request's own records are undone.
+          return { code: 'out_of_range', index, value: null, offset: null };
+        }
         return { key: op.key, offset: this.append(op.key, JSON.stringify(sum), current, written, null), value: sum };
       }
     }

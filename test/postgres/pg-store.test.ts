@@ -65,7 +65,8 @@ describe('migrations', () => {
       { version: 2, name: '002_append.sql' },
       { version: 3, name: '003_ttl_digest.sql' },
       { version: 4, name: '004_expiry_index.sql' },
-      { version: 5, name: '005_lineage.sql' },
+      { version: 5, name: '005_consumers.sql' },
+      { version: 6, name: '006_lineage.sql' },
     ]);
     const epochs = await client.query('SELECT epoch FROM meta');
     expect(epochs.rows).toHaveLength(1);

@@ -111,7 +111,7 @@ describeInBrowser('the dashboard on an open server', () => {
     }));
     expect(outline).toEqual({
       h1: 1,
-      h2: ['Log health', 'Records in the log vs live keys', 'Keys'],
+      h2: ['Log health', 'Records in the log vs live keys', 'Consumers', 'Keys'],
       landmarks: [1, 1, 1, 1, 1],
       unlabelled: [],
       caption: expect.stringMatching(/^Live keys, page 1: 6 shown, values update live$/),
@@ -248,6 +248,35 @@ describeInBrowser('the dashboard on an open server', () => {
     await page.locator('#filter button[type=submit]').click();
     await page.locator('#keys-empty').waitFor({ state: 'visible' });
     await poll(() => page.locator('#keys-empty').textContent()).toBe('No live keys match.');
+    expect(problems).toEqual([]);
+  });
+});
+
+describeInBrowser('the consumers panel', () => {
+  it('lists consumers with position, lag, last commit and hold, following commits and releases', async () => {
+    const t = await server({ STATELOG_TOMBSTONE_RETENTION_MS: '0', STATELOG_CONSUMER_HOLD_MAX_RECORDS: '3' });
+    const commit = (name: string, body: object) => t.http.put(`/v1/consumers/${name}`).set(json).send(body).expect(200);
+    for (let i = 0; i < 4; i += 1) await put(t, `k${i}`, i);
+    const { page, problems } = await visit(t);
+    await page.waitForSelector('#consumers-empty:not([hidden])');
+
+    await commit('mailer', { offset: 4 });
+    await commit('indexer', { offset: 2, hold: true });
+    const cells = (name: string) =>
+      page.locator(`#consumer-rows tr[data-name="${name}"] td`).evaluateAll((tds) => tds.map((td) => (td as HTMLElement).dataset.value ?? td.textContent));
+    // The page polls every 2 s.
+    await poll(() => cells('indexer'), 6000).toEqual(['indexer', '2', '2', expect.any(String), 'held']);
+    expect(await cells('mailer')).toEqual(['mailer', '4', '0', expect.any(String), 'none']);
+    expect(await page.locator('#consumer-rows tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.name))).toEqual(['indexer', 'mailer']);
+    await poll(() => page.locator('#consumer-rows tr[data-name="indexer"] td.hold').textContent()).toBe('holds compaction');
+    expect(await page.locator('#consumers-empty').isHidden()).toBe(true);
+
+    // Two more writes: indexer's lag (4) passes the bound, and its hold is released.
+    await put(t, 'k4', 4);
+    await put(t, 'k5', 5);
+    await poll(() => cells('indexer'), 6000).toEqual(['indexer', '2', '4', expect.any(String), 'released']);
+    await poll(() => page.locator('#consumer-rows tr[data-name="indexer"] td.hold').textContent()).toMatch(/^released .* \(too far behind\)$/);
+    await page.locator('#consumers').screenshot({ path: join(ARTIFACTS, 'consumers.png') });
     expect(problems).toEqual([]);
   });
 });

@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto';
 import type {
   BatchItem as BatchItemSchema,
   compactSchema,
+  Consumer as ConsumerSchema,
+  listConsumersSchema,
   keyHistorySchema,
   LastCompaction as LastCompactionSchema,
   postRecordsSchema,
@@ -16,6 +18,23 @@ import type {
 import { PageReader, type ChangesOptions, type Entry, type LogRecord } from './pages.js';
 import { StatelogError } from './errors.js';
 import { watch, type WatchEvent, type WatchOptions } from './watch.js';
+import { consumerWatch } from './consumer-watch.js';
+
+/** A position the server keeps for a group of workers, with the head's distance from it. */
+export type Consumer = Static<typeof ConsumerSchema>;
+export type ConsumerList = Static<(typeof listConsumersSchema)['response'][200]>;
+
+export interface ConsumerCommitOptions {
+  /** The epoch `offset` belongs to: another one is refused (410 epoch_changed). */
+  epoch?: string;
+  /** Allows a position behind the committed one (else 409 conflict). */
+  rewind?: boolean;
+  /** Keep the delete markers above the position from compaction (the server bounds it); absent: unchanged. */
+  hold?: boolean;
+  /** Commit only if the consumer stands at this offset, or ('*') exists. */
+  ifMatch?: number | '*';
+  signal?: AbortSignal;
+}
 
 export type Written = Static<typeof WrittenSchema>;
 
@@ -29,13 +48,21 @@ export interface WriteOptions {
   signal?: AbortSignal;
 }
 
+export interface IncrOptions extends Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> {
+  /** The least result allowed (inclusive). */
+  min?: number;
+  /** The greatest result allowed (inclusive). */
+  max?: number;
+}
+
 type ItemFields = Static<typeof BatchItemSchema>;
 type ItemConditions = Pick<ItemFields, 'key' | 'ifOffset' | 'ifAbsent'>;
 /** One item of a batch; the schema's flat object, told apart by `op` as the server does. */
 export type BatchItem =
   | (ItemConditions & { op?: 'set'; value: unknown; ttlMs?: number })
   | (ItemConditions & { op: 'delete' })
-  | (ItemConditions & { op: 'incr'; by: number });
+  /** `min`, `max`: the sum must stay within them, else the batch is refused (409 out_of_range). */
+  | (ItemConditions & { op: 'incr'; by: number; min?: number; max?: number });
 
 export type BatchResult = Static<(typeof postRecordsSchema)['response'][200]>;
 
@@ -61,6 +88,7 @@ export type LastCompaction = Static<typeof LastCompactionSchema>;
 export type CompactResult = Static<(typeof compactSchema)['response'][200]>;
 
 const keyPath = (key: string) => `/v1/keys/${encodeURIComponent(key)}`;
+const consumerPath = (name: string) => `/v1/consumers/${encodeURIComponent(name)}`;
 
 function conditionHeaders(options: WriteOptions): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -112,12 +140,52 @@ export class StatelogClient extends PageReader {
    * ends when `signal` aborts. See WatchOptions and WatchEvent.
    */
   watch<T = unknown>(options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
-    return watch<T>(this, options);
+    return options.consumer === undefined ? watch<T>(this, options) : consumerWatch<T>(this, options);
   }
 
-  /** Adds `by` to a number (an absent key counts as 0) and returns the new value. */
-  async incr(key: string, by: number, options: Omit<WriteOptions, 'ifMatch' | 'ifNoneMatch'> = {}): Promise<number> {
-    const result = await this.batch([{ key, op: 'incr', by }], options);
+  /** The consumer of this name (this token's own, with a scoped token); null when there is none. */
+  async consumer(name: string, options: { signal?: AbortSignal } = {}): Promise<Consumer | null> {
+    try {
+      return (await this.json({ method: 'GET', path: consumerPath(name), retry: true, ...options })) as Consumer;
+    } catch (err) {
+      if (err instanceof StatelogError && err.code === 'not_found') return null;
+      throw err;
+    }
+  }
+
+  async consumers(options: { signal?: AbortSignal } = {}): Promise<ConsumerList> {
+    return (await this.json({ method: 'GET', path: '/v1/consumers', retry: true, ...options })) as ConsumerList;
+  }
+
+  /** Commits a position: forward only unless `rewind`. Retried as reads are: a repeated commit changes nothing. */
+  async commitConsumer(name: string, offset: number, options: ConsumerCommitOptions = {}): Promise<Consumer> {
+    const { ifMatch, signal, ...rest } = options;
+    const headers: Record<string, string> = ifMatch === undefined ? {} : { 'if-match': ifMatch === '*' ? '*' : `"${ifMatch}"` };
+    return (await this.json({ method: 'PUT', path: consumerPath(name), body: { offset, ...rest }, headers, retry: true, signal })) as Consumer;
+  }
+
+  /** Deletes a consumer (and its hold); false when there was none. */
+  async deleteConsumer(name: string, options: { ifMatch?: number; signal?: AbortSignal } = {}): Promise<boolean> {
+    const headers: Record<string, string> = options.ifMatch === undefined ? {} : { 'if-match': `"${options.ifMatch}"` };
+    try {
+      await this.send({ method: 'DELETE', path: consumerPath(name), headers, retry: true, signal: options.signal });
+      return true;
+    } catch (err) {
+      if (err instanceof StatelogError && err.code === 'not_found') return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Adds `by` to a number (an absent key counts as 0) and returns the new value; with `min`
+   * or `max`, only if the sum stays within them, else it throws 409 `out_of_range`, whose
+   * details carry the key's current `value` and `offset`.
+   */
+  async incr(key: string, by: number, options: IncrOptions = {}): Promise<number> {
+    const item: BatchItem = { key, op: 'incr', by };
+    if (options.min !== undefined) item.min = options.min;
+    if (options.max !== undefined) item.max = options.max;
+    const result = await this.batch([item], options);
     return result.records[0]!.value!;
   }
 

@@ -1,6 +1,6 @@
 // @statelog/client: the typed client and the state mirror for workers.
 export { StatelogClient } from './client.js';
-export type { BatchItem, BatchResult, CompactResult, HistoryOptions, HistoryPage, LastCompaction, WriteOptions, Written } from './client.js';
+export type { BatchItem, BatchResult, CompactResult, Consumer, ConsumerCommitOptions, ConsumerList, HistoryOptions, HistoryPage, IncrOptions, LastCompaction, WriteOptions, Written } from './client.js';
 export type { ChangesOptions, ChangesPage, ClientOptions, Entry, LogRecord, Snapshot, SnapshotOf, SnapshotOptions, Stats } from './pages.js';
 export { CutStreamError, StatelogError, isStatelogError, type ConnectionErrorCode, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';
@@ -14,4 +14,4 @@ export {
   type StateMirrorEvents,
   type StateMirrorOptions,
 } from './state-mirror.js';
-export type { WatchEvent, WatchOptions } from './watch.js';
+export type { ConsumerOption, WatchEvent, WatchOptions } from './watch.js';

@@ -256,7 +256,7 @@ export class PageReader {
   }
 
   /** Sends with retries, for a body read as a stream (its calls have no timeout). */
-  private async send(call: Call): Promise<Response> {
+  protected async send(call: Call): Promise<Response> {
     const { res, done } = await this.attempts(call);
     done();
     return res;

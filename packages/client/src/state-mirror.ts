@@ -35,6 +35,13 @@ export interface StateMirrorOptions {
   checkpoint?: string;
   /** How often the checkpoint is saved while changes arrive (default 5 s). */
   checkpointIntervalMs?: number;
+  /**
+   * A consumer the server keeps, to which the mirror commits the offsets it has applied:
+   * operators see its lag, and with `hold` compaction keeps the delete markers it has yet to
+   * read. The mirror's state itself comes from its checkpoint file or a snapshot (a position
+   * alone cannot restore the keys held in memory).
+   */
+  consumer?: string | { name: string; hold?: boolean };
   retry?: Partial<RetryPolicy>;
   /** Where warnings go (a corrupt checkpoint, each reconnection and its cause); default console.warn. */
   warn?: (message: string) => void;
@@ -328,6 +335,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
         ...(start ? { after: start.offset, epoch: start.epoch } : {}),
         onReset: 'snapshot',
         ...(this.options.follow ? { follow: this.options.follow } : {}),
+        ...(this.options.consumer ? { consumer: { ...consumerOption(this.options.consumer), resume: false } } : {}),
         signal: this.stop.signal,
         ...(this.options.retry ? { retry: this.options.retry } : {}),
         onRetry: (cause, delayMs) => {
@@ -443,3 +451,5 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     }
   }
 }
+
+const consumerOption = (given: string | { name: string; hold?: boolean }) => (typeof given === 'string' ? { name: given } : given);

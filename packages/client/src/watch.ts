@@ -47,6 +47,21 @@ export interface WatchOptions {
   onRetry?: (cause: StatelogError, delayMs: number) => void;
   /** With 'stream': no byte for this long (the server sends progress at least every 15 s), the connection is dead. */
   silenceMs?: number;
+  /**
+   * A consumer the server keeps for this watch (its name, or with options): the watch
+   * starts after the consumer's committed offset when it has one and `after` is not
+   * given (a reset then starts over from a snapshot), and commits each `initialized` and
+   * `progress` offset once the caller asks for the next event, having handled all before it.
+   */
+  consumer?: string | ConsumerOption;
+}
+
+export interface ConsumerOption {
+  name: string;
+  /** Commit with a hold: compaction keeps the delete markers above the position (bounded by the server). */
+  hold?: boolean;
+  /** Start from the committed offset (default true); false: only commit (a mirror restoring its state from a file). */
+  resume?: boolean;
 }
 
 export type WatchEvent<T = unknown> =

@@ -59,7 +59,7 @@ export class PgCompactionPass implements CompactionPass {
       const pass = new PgCompactionPass(client, got ? 'remove' : 'wait', budget, onEnd);
       if (got) {
         const limits = runLimits(policy);
-        pass.rules = new CompactionRules(await lastSeqCommittedBy(client, limits.committedBy), limits.tombstoneCutTs);
+        pass.rules = new CompactionRules(await lastSeqCommittedBy(client, limits.committedBy), limits.tombstoneCutTs, limits.tombstoneCutSeq);
       }
       return pass;
     } catch (err) {

@@ -30,6 +30,7 @@ import type {
 } from '../log-store.js';
 import { changesUntil, countersOf, HISTORY_SCAN_RECORDS, LIST_SCAN_SLACK } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
+import { PgConsumers } from './consumers.js';
 import { HeadWatch } from './head-watch.js';
 import { KnownPosition } from './known-position.js';
 import { ReadinessProbe } from './readiness-probe.js';
@@ -85,6 +86,7 @@ export class PgStore implements LogStore {
   private readonly snapshots = new Set<PgSnapshot>();
   private readonly passes = new Set<PgCompactionPass>();
   private readonly known = new KnownPosition();
+  readonly consumers: PgConsumers;
   private closed = false;
   private readonly room = new WriteRoom(postgresErrorKinds);
   /** Tags this node's notifications, so that it does not take its own commits for news. */
@@ -139,6 +141,7 @@ export class PgStore implements LogStore {
     }
     this.untimedClient = { ...client, options: pgOptions([]) };
     this.probe = new ReadinessProbe(this.untimedClient, () => this.room.check(() => this.probeWrite()), check);
+    this.consumers = new PgConsumers(this.pool, (position) => this.learn(position, true));
     this.watch = new HeadWatch({
       node: this.node,
       client: this.untimedClient,

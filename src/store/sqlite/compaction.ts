@@ -99,7 +99,7 @@ export class SqliteCompactionPass implements CompactionPass, SupersessionListene
     };
     const limits = runLimits(policy);
     this.cutoff = this.lastSeqCommittedBy(limits.committedBy);
-    this.rules = new CompactionRules(this.cutoff, limits.tombstoneCutTs);
+    this.rules = new CompactionRules(this.cutoff, limits.tombstoneCutTs, limits.tombstoneCutSeq);
     host.listen(this);
   }
 

@@ -21,6 +21,7 @@ import type { ProcessLock } from './process-lock.js';
 import { SqliteSnapshot } from './snapshot.js';
 import { SnapshotWorker } from './snapshot-worker.js';
 import { WalSyncer, type Waiter } from './wal-syncer.js';
+import { SqliteConsumers } from './consumers.js';
 import { WriteRoom } from '../store-errors.js';
 import { sqliteErrorKinds } from './errors.js';
 import { DigestSum, digestHex, digestOf, type Term } from '../../contract/digest.js';
@@ -135,6 +136,7 @@ export class SqliteStore implements LogStore {
     }
     // Nothing known durable yet: the first commit or read fsyncs what a killed predecessor left.
     this.syncer = options.sync === 'full' && options.path !== ':memory:' ? new WalSyncer(`${options.path}-wal`, () => this.meta.head, options.datasync, options.onFatal) : null;
+    this.consumers = new SqliteConsumers(db, () => this.position(), this.syncer !== null);
     // A large backlog is about to be compacted: its checkpointer's thread starts now, not during the run.
     if (meta.records - meta.stateKeys >= EARLY_CHECKPOINTER_RECORDS) this.compactionCheckpointer();
     // Started now, so that a snapshot opens at the head its request found.
@@ -142,6 +144,7 @@ export class SqliteStore implements LogStore {
   }
 
   readonly appliesBeforeReturning = true;
+  readonly consumers: SqliteConsumers;
 
   get epoch(): string {
     return this.meta.epoch;
