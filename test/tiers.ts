@@ -219,8 +219,6 @@ export const SLOW_TIERS: Tier[] = [
     onPostgresToo: false,
     globalSetup: [BUILD],
     needs: [HA],
-    // .ci/run does not install them yet.
-    optionalInCi: true,
   },
 ];
 

@@ -71,7 +71,7 @@ export function frameworkErrors(auth: Authenticator | null, accessLog: AccessLog
 /** What a page on an allowed origin may send and read: the API's own headers (ETag, Retry-After, ids) exposed. */
 export const CORS_HEADERS = {
   allowed: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'last-event-id', 'x-request-id'],
-  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate', 'link'],
+  exposed: ['etag', 'x-log-offset', 'x-log-epoch', 'x-log-generation', 'retry-after', 'x-request-id', 'idempotent-replayed', 'www-authenticate', 'link'],
 };
 
 export interface RequestPipelineOptions {

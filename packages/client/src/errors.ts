@@ -26,7 +26,7 @@ export class StatelogError extends Error {
 
   /** True for the 410s that mean "take a new snapshot". */
   get mustResnapshot(): boolean {
-    return this.code === 'offset_compacted' || this.code === 'offset_ahead' || this.code === 'epoch_changed';
+    return this.code === 'offset_compacted' || this.code === 'offset_ahead' || this.code === 'epoch_changed' || this.code === 'log_diverged';
   }
 
   /** True when no answer came (unreachable or timed out): worth trying again. */

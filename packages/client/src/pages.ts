@@ -52,6 +52,8 @@ export interface ChangesOptions {
   /** Long-poll seconds when nothing is there (0 to 60). */
   wait?: number;
   epoch?: string;
+  /** The generation of the log's history the reader holds (a snapshot's `gen`): a failover's loss is then told (410 log_diverged). */
+  gen?: string;
   signal?: AbortSignal;
 }
 
@@ -59,6 +61,8 @@ export interface ChangesOptions {
 export interface SnapshotOf<Item> extends AsyncIterable<Item> {
   offset: number;
   epoch: string;
+  /** The generation of the log's history the state was read under, where the log has one (PostgreSQL). */
+  gen?: string;
   /** Entries read so far; the trailer's count once the iteration has ended. */
   count: number;
   /** The trailer's digest of the entries sent, once the iteration has ended. */
@@ -128,10 +132,10 @@ export class PageReader {
   /** The live value of a key, or null if it has none. */
   /** One page of changes after `after` (long-polls up to `wait` seconds when empty). */
   async changesPage<T = unknown>(options: ChangesOptions): Promise<ChangesPage<T>> {
-    const { signal, after, epoch, key, limit, prefix, wait } = options;
+    const { signal, after, epoch, gen, key, limit, prefix, wait } = options;
     // In the order of the server's Link, so that this is the very URL other followers at
     // `after` are sent to (a cache in front answers them together).
-    const query = { after, epoch, key, limit: limit ?? DEFAULT_CHANGES_LIMIT, prefix, wait: wait || undefined };
+    const query = { after, epoch, gen, key, limit: limit ?? DEFAULT_CHANGES_LIMIT, prefix, wait: wait || undefined };
     return this.changesAt<T>('/v1/changes', query, signal);
   }
 
@@ -193,10 +197,12 @@ export class PageReader {
     });
     const offset = Number(res.headers.get('x-log-offset'));
     const epoch = res.headers.get('x-log-epoch') ?? '';
+    const gen = res.headers.get('x-log-generation');
     const body = res.body!;
     const snapshot: SnapshotOf<Item> = {
       offset,
       epoch,
+      ...(gen === null ? {} : { gen }),
       count: 0,
       async *[Symbol.asyncIterator]() {
         let trailer: { end: true; offset: number; count: number; digest?: string } | null = null;

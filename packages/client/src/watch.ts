@@ -229,14 +229,16 @@ function snapshotAfter(err: StatelogError, at: Position): Position['snapshot'] {
 
 /** A snapshot (GET /v1/snapshot), then the changes after it by long poll, following `Link`. */
 async function* changesWire<T>({ client, at, prefix, key, signal }: Source): AsyncGenerator<Wire<T>> {
+  let gen: string | undefined;
   if (at.after === null) {
     // /v1/snapshot has no `key=`: the key's prefix, and the watch keeps the exact key.
     const snapshot = await client.snapshot<T>({ prefix: key ?? prefix, ...at.snapshot, signal });
+    gen = snapshot.gen;
     for await (const entry of snapshot) yield { kind: 'record', record: { ...entry, op: 'set' } };
     yield { kind: 'snapshot-end', offset: snapshot.offset, epoch: snapshot.epoch, ...(snapshot.digest === undefined ? {} : { digest: snapshot.digest }) };
   }
   // Read after the yields above: the watch has moved `at` by then.
-  const from = { after: at.after!, ...(key === undefined ? { prefix } : { key }), ...(at.epoch === undefined ? {} : { epoch: at.epoch }), signal };
+  const from = { after: at.after!, ...(key === undefined ? { prefix } : { key }), ...(at.epoch === undefined ? {} : { epoch: at.epoch }), ...(gen === undefined ? {} : { gen }), signal };
   // A first page without waiting: the position is accepted (or refused) at once.
   const first = await client.changesPage<T>({ ...from, wait: 0 });
   yield* pageWire(first);
