@@ -59,10 +59,13 @@ describe('docker-compose.yml', () => {
     expect(env.STATELOG_DB!.startsWith('/data/')).toBe(true);
   });
 
-  it('keeps the postgres and cache profiles out of a plain `docker compose up`', () => {
-    const others = Object.entries(compose.services).filter(([name]) => name !== 'statelog' && name !== 'statelog-cache');
+  it('keeps the postgres, ha and cache profiles out of a plain `docker compose up`', () => {
+    const others = Object.entries(compose.services).filter(([name]) => name !== 'statelog' && name !== 'statelog-cache' && !name.startsWith('ha-') && !name.startsWith('statelog-ha-'));
     expect(others.map(([name]) => name).sort()).toEqual(['postgres', 'statelog-lb', 'statelog-pg-1', 'statelog-pg-2']);
     for (const [, other] of others) expect((other as { profiles?: string[] }).profiles).toEqual(['postgres']);
+    const ha = Object.entries(compose.services).filter(([name]) => name.startsWith('ha-') || name.startsWith('statelog-ha-'));
+    expect(ha.length).toBeGreaterThanOrEqual(7);
+    for (const [, service] of ha) expect((service as { profiles?: string[] }).profiles).toEqual(['ha']);
     expect((compose.services['statelog-cache'] as { profiles?: string[] }).profiles).toEqual(['cache']);
     expect(Object.keys(compose.volumes)).toContain('statelog-pg-data');
     // Nothing in the file fails to interpolate when STATELOG_PG_PASSWORD is unset.

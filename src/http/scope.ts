@@ -6,10 +6,13 @@ import { coversFilter, inScope, outsideScope, readFilter, type ReadFilter, type 
 import type { TokenEntry } from '../token-file.js';
 import type { Authenticator } from './auth.js';
 
-/** open, key (the `:key` parameter), batch (the body's keys), filter (requestFilter()), unscoped (tokens without prefixes). */
-export type ScopeRule = 'open' | 'key' | 'batch' | 'filter' | 'unscoped';
+/**
+ * open, key (the `:key` parameter), batch (the body's keys), filter (requestFilter()), owned (names no
+ * key: a token sees only what it made, such as its consumers), unscoped (tokens without prefixes).
+ */
+export type ScopeRule = 'open' | 'key' | 'batch' | 'filter' | 'owned' | 'unscoped';
 
-export const SCOPE_RULES: readonly ScopeRule[] = ['open', 'key', 'batch', 'filter', 'unscoped'];
+export const SCOPE_RULES: readonly ScopeRule[] = ['open', 'key', 'batch', 'filter', 'owned', 'unscoped'];
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -30,6 +33,7 @@ export function routeScope(entry: TokenEntry, route: { url?: string | undefined;
     case 'open':
     case 'filter':
     case 'batch':
+    case 'owned':
       return null;
     case 'key': {
       const key = (request.params as { key?: string }).key;

@@ -40,8 +40,8 @@ function conditions(req: FastifyRequest): { ifMatch?: number | '*'; ifNoneMatch?
 }
 
 export const consumerRoutes: FastifyPluginAsyncTypebox<{ store: LogStore }> = async (app, { store }) => {
-  // 'open' to the scope check: a consumer names no key, and each token sees only its own.
-  const config = { scope: 'open' as const };
+  // A consumer names no key: each token sees only its own.
+  const config = { scope: 'owned' as const };
 
   app.get('/v1/consumers', { schema: listConsumersSchema, config }, async (req) => {
     const owner = ownerOf(req);
