@@ -15,6 +15,7 @@ describe('lineage', () => {
       { n: 2, id: 'bb', start: 6 },
     ]);
     expect(currentGeneration(two)).toBe('2-bb');
+    expect(currentGeneration(one)).toBeUndefined();
     expect(() => parseLineage('1-aa')).toThrow('malformed');
     expect(parseGenerationToken('0-aa')).toBeNull();
     expect(parseGenerationToken('2-XY')).toBeNull();

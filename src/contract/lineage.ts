@@ -45,10 +45,18 @@ export function parseLineage(text: string): readonly Generation[] {
   return generations;
 }
 
-/** The generation a reader is served under now: the newest. */
-export function currentGeneration(lineage: string): string {
+/**
+ * The generation a reader is served under now (the newest), as it is shown: not at all while the log
+ * has had one generation only, since a reader that names none is taken to be of the first.
+ */
+export function currentGeneration(lineage: string): string | undefined {
   const generations = parseLineage(lineage);
-  return generationToken(generations[generations.length - 1]!);
+  return generations.length === 1 ? undefined : generationToken(generations[generations.length - 1]!);
+}
+
+/** The generation of a reader that names none: the first. */
+export function firstGeneration(lineage: string): GenerationToken {
+  return parseLineage(lineage)[0]!;
 }
 
 /** Whether this lineage names the reader's generation, or the reader learnt of a newer one elsewhere. */

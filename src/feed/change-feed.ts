@@ -2,7 +2,7 @@
 // the long poll and the event stream share it, as they must agree exactly.
 import { ApiError } from '../contract/errors.js';
 import { inScope } from '../contract/key-scope.js';
-import { currentGeneration, divergedFrom, type GenerationToken } from '../contract/lineage.js';
+import { currentGeneration, divergedFrom, firstGeneration, type GenerationToken } from '../contract/lineage.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
 import type { ReadTurns } from './read-turns.js';
 
@@ -39,7 +39,8 @@ export function checkEpoch(given: string | undefined, epoch: string): void {
 
 /** 410 when a reader at `after` (served under `gen`) cannot continue from there. */
 export function checkReader(after: number, position: { head: number; horizon: number; lineage?: string | undefined }, gen?: GenerationToken): void {
-  const diverged = gen && position.lineage !== undefined ? divergedFrom(after, gen, position.lineage, position.head) : null;
+  const lineage = position.lineage;
+  const diverged = lineage !== undefined ? divergedFrom(after, gen ?? firstGeneration(lineage), lineage, position.head) : null;
   if (diverged !== null) {
     const message = `the log no longer has records this reader was served (a failover lost them): its copy differs from offset ${diverged}; take a new snapshot`;
     throw new ApiError('log_diverged', message, { offset: diverged });
@@ -63,5 +64,6 @@ export async function readFeed(turns: ReadTurns, store: LogStore, query: FeedQue
   // The reader moves past the records it is not shown, as past those of other prefixes.
   const records = within ? page.records.filter((record) => inScope(record.key, within)) : page.records;
   const next = page.full && last ? last.offset : page.examined;
-  return page.lineage === undefined ? { records, next, head: page.head } : { records, next, head: page.head, gen: currentGeneration(page.lineage) };
+  const shown = page.lineage === undefined ? undefined : currentGeneration(page.lineage);
+  return shown === undefined ? { records, next, head: page.head } : { records, next, head: page.head, gen: shown };
 }

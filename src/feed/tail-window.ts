@@ -105,7 +105,8 @@ export class TailWindow {
   }
 
   private withGeneration(page: FeedPage): FeedPage {
-    return this.lineage === undefined ? page : { ...page, gen: currentGeneration(this.lineage) };
+    const gen = this.lineage === undefined ? undefined : currentGeneration(this.lineage);
+    return gen === undefined ? page : { ...page, gen };
   }
 
   /** How many times the window was emptied: a page rendered from it before then may be stale. */

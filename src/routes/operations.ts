@@ -49,7 +49,8 @@ export const operationsRoutes: FastifyPluginAsyncTypebox<OperationsOptions> = as
     const readiness = store.readiness?.();
     if (readiness && !readiness.ready) throw databaseUnavailable(readiness.message, { reason: readiness.reason });
     try {
-      if (!readiness) await store.ping();
+      // Reached only when the probe found the database usable: this does not wait on a dead one.
+      await store.ping();
     } catch (err) {
       if (faults.observe(err)) throw corrupt(faults.corrupt!);
       if (storeErrorKind(err) === 'no_space') {

@@ -22,7 +22,8 @@ const SEND_BUFFERS = 8;
 
 /** The last line: without it a client knows the stream was cut short. */
 function trailer(reader: SpooledSnapshot): string {
-  const gen = reader.lineage === undefined ? '' : `,"gen":"${currentGeneration(reader.lineage)}"`;
+  const shown = reader.lineage === undefined ? undefined : currentGeneration(reader.lineage);
+  const gen = shown === undefined ? '' : `,"gen":"${shown}"`;
   return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)}${gen},"digest":"${reader.digestHex()}"}\n`;
 }
 
@@ -88,7 +89,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
         'x-log-offset': String(reader.offset),
         'x-log-epoch': reader.epoch,
         // The generation to follow the snapshot's offset under (`gen` on GET /v1/changes).
-        ...(reader.lineage === undefined ? {} : { 'x-log-generation': currentGeneration(reader.lineage) }),
+        ...(reader.lineage === undefined || currentGeneration(reader.lineage) === undefined ? {} : { 'x-log-generation': currentGeneration(reader.lineage)! }),
         etag: stateTag(reader.epoch, reader.offset),
         'cache-control': cacheControl,
       })
