@@ -40,7 +40,8 @@ export function checkEpoch(given: string | undefined, epoch: string): void {
 /** 410 when a reader at `after` (served under `gen`) cannot continue from there. */
 export function checkReader(after: number, position: { head: number; horizon: number; lineage?: string | undefined }, gen?: GenerationToken): void {
   const lineage = position.lineage;
-  const diverged = lineage !== undefined ? divergedFrom(after, gen ?? firstGeneration(lineage), lineage, position.head) : null;
+  // A reader naming no generation is of the first; past the head it is only ahead (offset_ahead below).
+  const diverged = lineage === undefined ? null : gen ? divergedFrom(after, gen, lineage, position.head) : divergedFrom(Math.min(after, position.head), firstGeneration(lineage), lineage, position.head);
   if (diverged !== null) {
     const message = `the log no longer has records this reader was served (a failover lost them): its copy differs from offset ${diverged}; take a new snapshot`;
     throw new ApiError('log_diverged', message, { offset: diverged });
