@@ -21,8 +21,11 @@ const SEND_BYTES = 64 * 1024;
 const SEND_BUFFERS = 8;
 
 /** The last line: without it a client knows the stream was cut short. */
+/** The generation to follow the snapshot's offset under (`gen` on GET /v1/changes), where one is shown. */
+const generationOf = (reader: SpooledSnapshot): string | undefined => (reader.lineage === undefined ? undefined : currentGeneration(reader.lineage));
+
 function trailer(reader: SpooledSnapshot): string {
-  const shown = reader.lineage === undefined ? undefined : currentGeneration(reader.lineage);
+  const shown = generationOf(reader);
   const gen = shown === undefined ? '' : `,"gen":"${shown}"`;
   return `{"end":true,"offset":${reader.offset},"count":${reader.count},"epoch":${JSON.stringify(reader.epoch)}${gen},"digest":"${reader.digestHex()}"}\n`;
 }
@@ -83,13 +86,13 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRouteOptions> = a
       },
       { stalled: { socket: req.raw.socket, ms: config.stalledReaderMs, cut } },
     );
+    const generation = generationOf(reader);
     return reply
       .type('application/x-ndjson; charset=utf-8')
       .headers({
         'x-log-offset': String(reader.offset),
         'x-log-epoch': reader.epoch,
-        // The generation to follow the snapshot's offset under (`gen` on GET /v1/changes).
-        ...(reader.lineage === undefined || currentGeneration(reader.lineage) === undefined ? {} : { 'x-log-generation': currentGeneration(reader.lineage)! }),
+        ...(generation === undefined ? {} : { 'x-log-generation': generation }),
         etag: stateTag(reader.epoch, reader.offset),
         'cache-control': cacheControl,
       })

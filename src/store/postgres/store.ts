@@ -341,14 +341,10 @@ export class PgStore implements LogStore {
     const verify = { keys, state: read.state };
     const connection = await this.writes.connect();
     let appended: { base: number }[];
-    let broken: Error | undefined;
     try {
       appended = (await connection.commits(() => connection.client.query<{ base: number }>(APPEND_SQL, appendParams(relative, verify, now, this.node)))).rows;
-    } catch (err) {
-      if (storeErrorKind(err) === 'outcome_unknown' && (err as Error).cause instanceof Error) broken = (err as Error).cause as Error;
-      throw err;
     } finally {
-      connection.release(broken);
+      connection.release();
     }
     if (appended.length === 0) return null;
     const base = appended[0]!.base;
@@ -379,8 +375,7 @@ export class PgStore implements LogStore {
     } catch (err) {
       // Nothing of the group was committed, unless COMMIT itself went unanswered; a connection that
       // cannot even roll back is dropped.
-      if (storeErrorKind(err) === 'outcome_unknown') broken = err as Error;
-      else await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
+      if (storeErrorKind(err) !== 'outcome_unknown') await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
       throw err;
     } finally {
       connection.release(broken);

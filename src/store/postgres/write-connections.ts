@@ -21,7 +21,7 @@ export interface WriteConnection {
    * the standby, or one whose connection broke before its answer came, has an unknown outcome.
    */
   commits<R>(statement: () => Promise<R>): Promise<R>;
-  /** Gives the connection back; `broken` drops it from the pool. */
+  /** Gives the connection back; `broken`, or a commit whose outcome is unknown, drops it from the pool. */
   release(broken?: Error): void;
 }
 
@@ -64,6 +64,8 @@ export class WriteConnections {
   async connect(): Promise<WriteConnection> {
     const client = await this.pool.connect();
     let warning: string | null = null;
+    /** Set by a commit of unknown outcome: the connection is not trusted again. */
+    let unknown: Error | undefined;
     const onNotice = (notice: { message?: string; detail?: string }): void => {
       const text = `${notice.message ?? ''} ${notice.detail ?? ''}`;
       if (NOT_REPLICATED.test(text)) warning = notice.message ?? text;
@@ -81,16 +83,16 @@ export class WriteConnections {
         try {
           result = await statement();
         } catch (err) {
-          if (err instanceof Error && postgresErrorKinds(err) === 'unavailable') throw new StoreError('outcome_unknown', err);
+          if (err instanceof Error && postgresErrorKinds(err) === 'unavailable') throw (unknown = new StoreError('outcome_unknown', err));
           throw err;
         }
-        if (warning !== null) throw new StoreError('outcome_unknown', new Error(`the commit is not confirmed on a synchronous standby: ${warning}`));
+        if (warning !== null) throw (unknown = new StoreError('outcome_unknown', new Error(`the commit is not confirmed on a synchronous standby: ${warning}`)));
         return result;
       },
       release: (broken) => {
         clearInterval(watchdog);
         client.off('notice', onNotice);
-        client.release(broken);
+        client.release(broken ?? unknown);
       },
     };
   }
