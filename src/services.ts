@@ -106,11 +106,14 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       shutdown.abort();
     };
 
+    // A database out of reach fails every timer's work: said once per cause per interval.
+    const outage = new OutageLog(log, (cause) => metrics.outageError(cause));
     // Checked every second: a query of the held consumers, usually none.
+    const consumersLog = log.child({ module: 'consumers' });
     const holds = new ConsumerHolds(
       store,
       { maxRecords: config.consumerHoldMaxRecords, maxMs: config.consumerHoldMaxMs },
-      log.child({ module: 'consumers' }),
+      { warn: (fields, message) => consumersLog.warn(fields, message), error: (fields, message) => outage.error({ module: 'consumers', ...fields }, message) },
       1000,
     );
     undo.unshift(() => holds.stop());
@@ -133,8 +136,6 @@ export async function openServices(config: Config, log: ServicesLog, options: Se
       lastSuccessMs: compactor.lastCompaction && compactor.lastCompaction.startedAt + compactor.lastCompaction.durationMs,
     }));
 
-    // A database out of reach fails every timer's work: said once per cause per interval.
-    const outage = new OutageLog(log, (cause) => metrics.outageError(cause));
     // Stopped before the batcher drains: its deletes go through the batcher.
     const expirer = new Expirer({ store, batcher, log: { error: (fields, message) => outage.error({ module: 'expirer', ...fields }, message) }, periodMs: config.expiryIntervalMs });
     undo.unshift(() => expirer.stop());

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { HaCluster, MEMBER_NAMES, waitFor, type MemberName } from './support/cluster.js';
+import { HaCluster, MEMBER_NAMES, startCluster, waitFor, type MemberName } from './support/cluster.js';
 import { processesMentioning } from './support/processes.js';
 
 const REASON = HaCluster.available();
@@ -18,14 +18,7 @@ describe.skipIf(SKIP)('HA cluster harness', { timeout: 120_000 }, () => {
   let cluster: HaCluster;
 
   beforeAll(async () => {
-    if (REASON) throw new Error(REASON);
-    cluster = new HaCluster();
-    try {
-      await cluster.start();
-    } catch (error) {
-      console.error(cluster.logs());
-      throw error;
-    }
+    cluster = await startCluster();
   }, 150_000);
 
   afterAll(async () => {

@@ -10,6 +10,8 @@ const VERSION = 1;
 export interface CheckpointData<T> {
   offset: number;
   epoch: string;
+  /** The generation of the log's history the offset was read under, where the log has one. */
+  gen?: string;
   prefix: string;
   entries: [string, T][];
   /** Each entry's record offset, in the same order: what the mirror's digest is made of. */
@@ -26,6 +28,7 @@ export interface CheckpointData<T> {
 export interface LoadedCheckpoint<T> {
   offset: number;
   epoch: string;
+  gen?: string;
   state: Map<string, T>;
   /** Null when the checkpoint was saved without offsets. */
   offsets: Map<string, number> | null;
@@ -91,5 +94,5 @@ export async function loadCheckpoint<T>(file: string, prefix: string, warn: (mes
     if (typeof expiresAt === 'number') expiries.set(key, expiresAt);
   }
   const savedDigest = offsets && typeof data.digest === 'string' && /^[0-9a-f]{16}$/.test(data.digest) ? BigInt(`0x${data.digest}`) : null;
-  return { offset: data.offset, epoch: data.epoch, state, offsets, digest: savedDigest, expiries };
+  return { offset: data.offset, epoch: data.epoch, ...(typeof data.gen === 'string' ? { gen: data.gen } : {}), state, offsets, digest: savedDigest, expiries };
 }

@@ -79,6 +79,8 @@ export interface StateMirrorEvents<T> {
 interface StreamPosition {
   offset: number;
   epoch: string;
+  /** The generation of the log's history the offset was read under (PostgreSQL). */
+  gen?: string;
 }
 
 /** A comparison of the mirror's digest with the server's at one offset. */
@@ -318,7 +320,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
       if (saved) {
         this.state = saved.state;
         this.replaceExpiries(saved.expiries);
-        this.position = { offset: saved.offset, epoch: saved.epoch };
+        this.position = { offset: saved.offset, epoch: saved.epoch, ...(saved.gen === undefined ? {} : { gen: saved.gen }) };
         this.resetDigest(saved.offsets, saved.offset, saved.digest);
         this.savedOffset = saved.offset;
       }
@@ -332,7 +334,7 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     try {
       const events = this.client.watch<T>({
         prefix: this.prefix,
-        ...(start ? { after: start.offset, epoch: start.epoch } : {}),
+        ...(start ? { after: start.offset, epoch: start.epoch, ...(start.gen === undefined ? {} : { gen: start.gen }) } : {}),
         onReset: 'snapshot',
         ...(this.options.follow ? { follow: this.options.follow } : {}),
         ...(this.options.consumer ? { consumer: { ...consumerOption(this.options.consumer), resume: false } } : {}),
@@ -374,11 +376,12 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
             stagingOffsets = null;
             stagingExpiries = null;
             resetReason = null;
-            this.position = { offset: event.offset, epoch: event.epoch };
+            this.position = { offset: event.offset, epoch: event.epoch, ...(event.gen === undefined ? {} : { gen: event.gen }) };
             this.markReady();
             break;
           case 'progress':
             if (this.position && event.offset > this.position.offset) this.position.offset = event.offset;
+            if (this.position && event.gen !== undefined) this.position.gen = event.gen;
             break;
           case 'reset':
             staging = null;
@@ -432,13 +435,14 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
   private async saveCheckpoint(): Promise<void> {
     const file = this.options.checkpoint;
     if (!file || !this.position || this.position.offset === this.savedOffset) return;
-    const { offset, epoch } = this.position;
+    const { offset, epoch, gen } = this.position;
     try {
       const entries = [...this.state];
       const offsets = this.offsets;
       await saveCheckpoint(file, {
         offset,
         epoch,
+        ...(gen === undefined ? {} : { gen }),
         prefix: this.prefix,
         entries,
         ...(offsets ? { offsets: entries.map(([key]) => offsets.get(key)!), digest: digestHex(this.digestSum) } : {}),

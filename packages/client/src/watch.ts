@@ -23,6 +23,13 @@ export interface WatchOptions {
   /** The epoch `after` belongs to: another epoch is a reset. */
   epoch?: string;
   /**
+   * The generation of the log's history `after` was read under (a Link's `gen`, a
+   * snapshot's X-Log-Generation, an `initialized` or `progress` event's `gen`): a failover
+   * that lost records the reader holds is then a reset (log_diverged). Without it, `after`
+   * is taken to be of the log's first generation.
+   */
+  gen?: string;
+  /**
    * The first snapshot may be of any state at this offset or later (a cached or shared
    * one); default 0. Snapshots after a reset ask for what the reset requires.
    */
@@ -68,9 +75,9 @@ export type WatchEvent<T = unknown> =
   /** A record: with `snapshot`, a live key of the snapshot (op 'set'); else a change, in offset order. */
   | { type: 'record'; record: LogRecord<T>; snapshot: boolean }
   /** The snapshot is complete at `offset`, or the server accepted the start offset: what follows is live. */
-  | { type: 'initialized'; offset: number; epoch: string; digest?: string }
-  /** Every matching record up to `offset` has been given. */
-  | { type: 'progress'; offset: number }
+  | { type: 'initialized'; offset: number; epoch: string; digest?: string; gen?: string }
+  /** Every matching record up to `offset` has been given (under generation `gen`, where the log has one). */
+  | { type: 'progress'; offset: number; gen?: string }
   /**
    * Throw away what the watch gave so far (a snapshot follows): the server cannot serve
    * the position (`reason` its code), or a snapshot was cut midway ('snapshot_cut').
@@ -81,6 +88,8 @@ interface Position {
   /** After which offset the stream resumes; null: from a (new) snapshot. */
   after: number | null;
   epoch: string | undefined;
+  /** The generation `after` was read under: sent on every reconnection. */
+  gen: string | undefined;
   /** What the next snapshot may be: any state at this offset or later, of this epoch if given. */
   snapshot: { minOffset?: number; epoch?: string };
 }
@@ -90,8 +99,8 @@ type Wire<T> =
   /** The server accepted the start offset (a stream's opening lines, or a first page). */
   | { kind: 'opened'; epoch: string }
   | { kind: 'record'; record: LogRecord<T> }
-  | { kind: 'snapshot-end'; offset: number; epoch: string; digest?: string }
-  | { kind: 'progress'; offset: number };
+  | { kind: 'snapshot-end'; offset: number; epoch: string; digest?: string; gen?: string }
+  | { kind: 'progress'; offset: number; gen?: string };
 
 interface Source {
   client: PageReader;
@@ -112,7 +121,7 @@ export async function* watch<T>(client: PageReader, options: WatchOptions): Asyn
   // The server narrows to the key (`key=`); the exact key is checked here as well, so
   // that a server without `key=` (which ignores it) only costs the records of other keys.
   const prefix = key === undefined ? (options.prefix ?? '') : undefined;
-  const at: Position = { after: null, epoch: options.epoch, snapshot: { minOffset: options.minOffset ?? 0 } };
+  const at: Position = { after: null, epoch: options.epoch, gen: options.gen, snapshot: { minOffset: options.minOffset ?? 0 } };
   if (options.after === 'head') {
     const stats = (await client.stats()) as { head: number; epoch?: string };
     at.after = stats.head;
@@ -143,7 +152,7 @@ export async function* watch<T>(client: PageReader, options: WatchOptions): Asyn
             if (!initialized && at.after !== null) {
               initialized = true;
               at.epoch ??= wire.epoch;
-              yield { type: 'initialized', offset: at.after, epoch: wire.epoch };
+              yield { type: 'initialized', offset: at.after, epoch: wire.epoch, ...(at.gen === undefined ? {} : { gen: at.gen }) };
             }
             break;
           case 'record': {
@@ -163,19 +172,30 @@ export async function* watch<T>(client: PageReader, options: WatchOptions): Asyn
           case 'snapshot-end':
             at.after = wire.offset;
             at.epoch = wire.epoch;
+            at.gen = wire.gen;
             snapshotEnded = true;
             initialized = true;
             attempt = 0;
             // `digest`: of the keys the snapshot sent (src/contract/digest.ts).
-            yield { type: 'initialized', offset: wire.offset, epoch: wire.epoch, ...(wire.digest === undefined ? {} : { digest: wire.digest }) };
+            yield {
+              type: 'initialized',
+              offset: wire.offset,
+              epoch: wire.epoch,
+              ...(wire.digest === undefined ? {} : { digest: wire.digest }),
+              ...(wire.gen === undefined ? {} : { gen: wire.gen }),
+            };
             break;
-          case 'progress':
-            if (at.after !== null && wire.offset > at.after) {
-              at.after = wire.offset;
+          case 'progress': {
+            // A new generation is told even without new records: the reader resumes under it.
+            const newGeneration = wire.gen !== undefined && wire.gen !== at.gen;
+            if (at.after !== null && (wire.offset > at.after || newGeneration)) {
+              at.after = Math.max(at.after, wire.offset);
+              at.gen = wire.gen ?? at.gen;
               attempt = 0;
-              yield { type: 'progress', offset: wire.offset };
+              yield { type: 'progress', offset: at.after, ...(at.gen === undefined ? {} : { gen: at.gen }) };
             }
             break;
+          }
         }
       }
       cause = new StatelogError(0, 'unreachable', `the stream from ${client.url} ended (the server stopped)`, { url: client.url });
@@ -187,6 +207,7 @@ export async function* watch<T>(client: PageReader, options: WatchOptions): Asyn
         at.snapshot = snapshotAfter(err, at);
         at.after = null;
         at.epoch = undefined;
+        at.gen = undefined;
         initialized = false;
         continue;
       }
@@ -229,13 +250,19 @@ function snapshotAfter(err: StatelogError, at: Position): Position['snapshot'] {
 
 /** A snapshot (GET /v1/snapshot), then the changes after it by long poll, following `Link`. */
 async function* changesWire<T>({ client, at, prefix, key, signal }: Source): AsyncGenerator<Wire<T>> {
-  let gen: string | undefined;
+  let gen = at.gen;
   if (at.after === null) {
     // /v1/snapshot has no `key=`: the key's prefix, and the watch keeps the exact key.
     const snapshot = await client.snapshot<T>({ prefix: key ?? prefix, ...at.snapshot, signal });
     gen = snapshot.gen;
     for await (const entry of snapshot) yield { kind: 'record', record: { ...entry, op: 'set' } };
-    yield { kind: 'snapshot-end', offset: snapshot.offset, epoch: snapshot.epoch, ...(snapshot.digest === undefined ? {} : { digest: snapshot.digest }) };
+    yield {
+      kind: 'snapshot-end',
+      offset: snapshot.offset,
+      epoch: snapshot.epoch,
+      ...(snapshot.digest === undefined ? {} : { digest: snapshot.digest }),
+      ...(gen === undefined ? {} : { gen }),
+    };
   }
   // Read after the yields above: the watch has moved `at` by then.
   const from = { after: at.after!, ...(key === undefined ? { prefix } : { key }), ...(at.epoch === undefined ? {} : { epoch: at.epoch }), ...(gen === undefined ? {} : { gen }), signal };
@@ -248,13 +275,15 @@ async function* changesWire<T>({ client, at, prefix, key, signal }: Source): Asy
 function* pageWire<T>(page: ChangesPage<T>): Generator<Wire<T>> {
   yield { kind: 'opened', epoch: page.epoch };
   for (const record of page.records) yield { kind: 'record', record };
-  yield { kind: 'progress', offset: page.next };
+  // The generation the page was served under, as its Link names it for the next request.
+  const gen = page.link === undefined ? null : new URL(page.link, 'http://link.invalid').searchParams.get('gen');
+  yield { kind: 'progress', offset: page.next, ...(gen === null ? {} : { gen }) };
 }
 
 /** The event stream (GET /v1/changes/stream), with `snapshot=true` when there is no position. */
 async function* streamWire<T>({ client, at, prefix, key, signal, heard }: Source): AsyncGenerator<Wire<T>> {
   heard();
-  const query = at.after === null ? { snapshot: 'true', prefix, key } : { after: at.after, prefix, key, epoch: at.epoch };
+  const query = at.after === null ? { snapshot: 'true', prefix, key } : { after: at.after, prefix, key, epoch: at.epoch, gen: at.gen };
   const headers: Record<string, string> = at.after === null ? {} : { 'last-event-id': String(at.after) };
   const res = await client.open('/v1/changes/stream', query, headers, signal);
   const served = res.headers.get('x-log-epoch') ?? at.epoch ?? '';
@@ -268,13 +297,15 @@ async function* streamWire<T>({ client, at, prefix, key, signal, heard }: Source
         yield { kind: 'record', record: JSON.parse(event.data) as LogRecord<T> };
         break;
       case 'snapshot-end': {
-        const end = JSON.parse(event.data) as { offset: number; epoch: string; digest?: string };
+        const end = JSON.parse(event.data) as { offset: number; epoch: string; digest?: string; gen?: string };
         yield { kind: 'snapshot-end', ...end };
         break;
       }
-      case 'progress':
-        yield { kind: 'progress', offset: (JSON.parse(event.data) as { offset: number }).offset };
+      case 'progress': {
+        const { offset, gen } = JSON.parse(event.data) as { offset: number; gen?: string };
+        yield { kind: 'progress', offset, ...(gen === undefined ? {} : { gen }) };
         break;
+      }
       case 'reset':
         throw resetError(event.data);
     }

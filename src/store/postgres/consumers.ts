@@ -15,6 +15,8 @@ import {
 } from '../consumer-rules.js';
 import type { LogPosition } from '../log-store.js';
 import { LOCK_NAMESPACE } from './migrations.js';
+import { translate } from '../store-errors.js';
+import { postgresErrorKinds } from './errors.js';
 
 const COLUMNS = `owner, name, seq AS "offset", epoch, committed_at AS "committedAt", hold, hold_released_at AS "holdReleasedAt"`;
 const POSITION_SQL = 'SELECT head, horizon, epoch FROM meta WHERE id = 1';
@@ -73,9 +75,13 @@ export class PgConsumers implements ConsumerStore {
     const released: ConsumerRow[] = [];
     for (const row of held.filter((candidate) => holdExceeded(candidate, position, now, bounds))) {
       // Only if no commit came in between: a node that released it, or a commit, changed the row.
-      const { rowCount } = await this.pool.query(
-        'UPDATE consumers SET hold = false, hold_released_at = $1 WHERE owner = $2 AND name = $3 AND hold AND committed_at = $4',
-        [now, row.owner, row.name, row.committedAt],
+      const { rowCount } = await this.transaction('BEGIN', (client) =>
+        client.query('UPDATE consumers SET hold = false, hold_released_at = $1 WHERE owner = $2 AND name = $3 AND hold AND committed_at = $4', [
+          now,
+          row.owner,
+          row.name,
+          row.committedAt,
+        ]),
       );
       if (rowCount === 1) released.push(row);
     }
@@ -103,7 +109,16 @@ export class PgConsumers implements ConsumerStore {
     });
   }
 
+  /** The work in a transaction; its failure told by kind (an unreachable database is a 503, not a 500). */
   private async transaction<T>(begin: string, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+    try {
+      return await this.untranslated(begin, work);
+    } catch (err) {
+      throw translate(err, postgresErrorKinds);
+    }
+  }
+
+  private async untranslated<T>(begin: string, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {

@@ -1,6 +1,6 @@
 // Whether this node can commit a write now, known without waiting: a probe on a connection of
-// its own commits a transaction of nothing (an xid, so its commit waits for a synchronous standby
-// as a write's does) every PROBE_EVERY_MS. /readyz answers from what the probe last found, or from
+// its own commits a transaction that writes WAL (a logical message, which touches no table) every
+// PROBE_EVERY_MS, so that its commit waits for a synchronous standby as a write's does. /readyz answers from what the probe last found, or from
 // how long the probe under way has been stuck, within milliseconds whatever the database does.
 // The probe never cancels itself: a commit waiting for a standby is left to resolve.
 import pg from 'pg';
@@ -19,7 +19,10 @@ export const PROBE_STALLED_MS = 1000;
  */
 export const PROBE_ABANDON_MS = 3000;
 
-const PROBE_SQL = `SELECT pg_is_in_recovery() AS standby, CASE WHEN pg_is_in_recovery() THEN NULL ELSE txid_current() END AS xid`;
+// An xid alone is not enough: PostgreSQL makes a commit wait for the standby only when the
+// transaction wrote WAL.
+const PROBE_SQL = `SELECT pg_is_in_recovery() AS standby,
+  CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_logical_emit_message(true, 'statelog', 'readiness') END AS lsn`;
 
 type Step = 'connect' | 'commit' | 'room';
 

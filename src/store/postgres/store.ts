@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
-import { storeErrorKind, WriteRoom } from '../store-errors.js';
+import { storeErrorKind, translate, WriteRoom } from '../store-errors.js';
 import { postgresErrorKinds } from './errors.js';
 import { conditionsOnOwnOffsets, groupKeys, planWrites } from '../write-plan.js';
 import type {
@@ -215,7 +215,9 @@ export class PgStore implements LogStore {
   /** A broken connection: the database may be another one now (a failover), so what the node holds is suspect. */
   private reportError(err: Error): void {
     this.known.lost();
-    for (const watcher of this.errorWatchers) watcher(err);
+    // Told by kind, as the store's methods' failures are: an outage is logged as one, briefly.
+    const translated = translate(err, postgresErrorKinds) as Error;
+    for (const watcher of this.errorWatchers) watcher(translated);
   }
 
   async get(key: string): Promise<StoredEntry | null> {

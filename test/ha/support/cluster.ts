@@ -89,6 +89,21 @@ export async function waitFor<T>(predicate: () => T | Promise<T>, timeoutMs: num
   }
 }
 
+/** A started cluster, or its logs printed and the error thrown (a test file's beforeAll). */
+export async function startCluster(options: { strict?: boolean } = {}): Promise<HaCluster> {
+  const reason = HaCluster.available();
+  if (reason) throw new Error(reason);
+  const cluster = new HaCluster();
+  try {
+    await cluster.start(options);
+  } catch (error) {
+    console.error(cluster.logs());
+    await cluster.stop();
+    throw error;
+  }
+  return cluster;
+}
+
 export class HaCluster {
   readonly dir = mkdtempSync(join(tmpdir(), 'statelog-ha-'));
   private readonly machines = new Map<MemberName, Member>();
@@ -111,6 +126,11 @@ export class HaCluster {
   /** URL of the `statelog` database through HAProxy (the primary, whichever it is). */
   get url(): string {
     return `postgres://statelog:${PASSWORDS.statelog}@127.0.0.1:${this.haproxyPort}/statelog`;
+  }
+
+  /** URL of the `statelog` database on one member, bypassing HAProxy (a standby, say). */
+  directUrl(name: MemberName): string {
+    return `postgres://statelog:${PASSWORDS.statelog}@127.0.0.1:${this.member(name).pgPort}/statelog`;
   }
 
   /** Bootstraps the cluster; resolves once a leader and a synchronous standby exist and HAProxy reaches the primary. */
@@ -259,7 +279,11 @@ export class HaCluster {
 
   /** Changes Patroni's dynamic configuration (PATCH /config) and waits until every running member applied it. */
   async setConfig(change: Record<string, unknown>): Promise<void> {
-    const name = (await this.leader()) ?? MEMBER_NAMES[0];
+    // Any running member writes it to etcd; the leader first, as patronictl does (a lost
+    // leader is still listed until its key expires).
+    const leader = await this.leader();
+    const name = [leader, ...MEMBER_NAMES].find((member): member is MemberName => member !== null && this.runs(member));
+    if (!name) throw new Error('PATCH /config: no member runs');
     const res = await this.api(name, 'PATCH', '/config', change);
     if (!res.ok) throw new Error(`PATCH /config: ${res.status} ${await res.text()}`);
     await waitFor(async () => {
@@ -333,7 +357,8 @@ export class HaCluster {
 
   /** A forced failover to `candidate` (POST /failover), even one that is not the synchronous standby. */
   async failover(candidate: MemberName): Promise<void> {
-    const via = (await this.leader()) ?? candidate;
+    const leader = await this.leader();
+    const via = leader !== null && this.runs(leader) ? leader : candidate;
     const res = await this.api(via, 'POST', '/failover', { candidate });
     if (!res.ok) throw new Error(`failover: ${res.status} ${await res.text()}`);
   }

@@ -1,0 +1,336 @@
+// statelog on the shipped high-availability topology (test/ha/support/cluster.ts: etcd,
+// three PostgreSQL members under Patroni in synchronous mode, HAProxy to the primary), two
+// statelog processes through HAProxy, under writers that retry with Idempotency-Key and
+// followers of every kind. Each fault must lose no acknowledged write, apply none twice,
+// leave every follower equal to the server (or told to reset), keep /readyz truthful and
+// quick, and leave no node serving a record the database lacks. The last scenario forks
+// the history (a commit whose wait for the standby was cancelled, then a failover to a
+// standby without it) and checks that readers who saw the lost record are told so.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { StateMirror } from '@statelog/client';
+import { spawnServer, type UrlServer } from '../support/child-server.js';
+import { HaCluster, startCluster, waitFor, type MemberName } from './support/cluster.js';
+import { servedRecords, Workload, type Outcome } from './support/workload.js';
+
+const REASON = HaCluster.available();
+const SKIP = REASON !== null && process.env.CI !== 'true';
+if (SKIP) console.warn(`HA failover tests skipped: ${REASON}`);
+
+/** Kept short so that the scenarios where commits cannot complete answer quickly. */
+const WRITE_TIMEOUT_MS = 4000;
+/** A fault that stops commits is seen on /readyz within this (the contract's 2 s, and one sampling interval). */
+const READY_WITHIN_MS = 2500;
+/** The slowest /readyz answer allowed: it reports what the node knows, never waiting on the database. */
+const READYZ_MAX_MS = 250;
+
+describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeout: 180_000 }, () => {
+  let cluster: HaCluster;
+  const nodes: UrlServer[] = [];
+  const urls = () => nodes.map((node) => node.url);
+
+  beforeAll(async () => {
+    cluster = await startCluster();
+    for (let i = 0; i < 2; i++) nodes.push(await startNode(cluster.url));
+  }, 150_000);
+
+  afterAll(async () => {
+    for (const node of nodes) node.proc.kill('SIGKILL');
+    await cluster?.stop();
+  });
+
+  function startNode(databaseUrl: string): Promise<UrlServer> {
+    return spawnServer({
+      STATELOG_STORE: 'postgres',
+      DATABASE_URL: databaseUrl,
+      STATELOG_PG_POOL_SIZE: '4',
+      STATELOG_PG_QUERY_TIMEOUT_MS: '5000',
+      STATELOG_WRITE_TIMEOUT_MS: String(WRITE_TIMEOUT_MS),
+      STATELOG_MAX_EVENT_LOOP_DELAY_MS: '0',
+    });
+  }
+
+  function showLogsOnFailure(): void {
+    onTestFailed(() => {
+      console.error(cluster.logs(20));
+      for (const [i, node] of nodes.entries()) console.error(`--- statelog node ${i}\n${(node.stdout() + node.stderr()).split('\n').slice(-30).join('\n')}`);
+    });
+  }
+
+  /** Three members running again, one of them a synchronous standby, before the next scenario. */
+  async function healthy(): Promise<void> {
+    await waitFor(async () => {
+      const members = await cluster.members();
+      return (
+        members.length === 3 &&
+        members.some((m) => m.role === 'leader' && m.state === 'running') &&
+        members.some((m) => m.role === 'sync_standby' && ['running', 'streaming'].includes(m.state)) &&
+        members.every((m) => ['running', 'streaming'].includes(m.state))
+      );
+    }, 90_000, 'three members, a leader and a synchronous standby');
+  }
+
+  /** What every scenario must hold once its writers stop. */
+  async function expectNothingLost(outcome: Outcome): Promise<void> {
+    expect(outcome.unexpected).toEqual([]);
+    expect(outcome.lost).toEqual([]);
+    // Every acknowledged write applied once: its retries replayed or reapplied what was lost, never both.
+    expect(outcome.counter).toBe(outcome.acked);
+    expect(outcome.followerProblems).toEqual([]);
+    expect(outcome.mirrorOffsets).toEqual([outcome.head, outcome.head]);
+    expect(outcome.watcherOffsets).toEqual([outcome.head, outcome.head]);
+    expect(outcome.mirrorsEqual).toEqual([true, true]);
+    expect(outcome.watchersEqual).toEqual([true, true]);
+    await expectServedAsStored();
+    // The probe answers from what the node knows.
+    const slowest = Math.max(...outcome.samples.map((s) => s.ms));
+    expect(slowest).toBeLessThan(READYZ_MAX_MS);
+  }
+
+  /** Every node serves exactly the records the primary holds: none from memory that the database lost. */
+  async function expectServedAsStored(): Promise<void> {
+    const leader = (await cluster.leader())!;
+    const rows = await cluster.sql<{ offset: string; key: string; value: string | null }>(leader, 'SELECT seq AS offset, key, value FROM log ORDER BY seq');
+    const stored = rows.map((r) => ({ offset: Number(r.offset), key: r.key, value: r.value === null ? undefined : (JSON.parse(r.value) as unknown) }));
+    for (const url of urls()) expect(await servedRecords(url)).toEqual(stored);
+  }
+
+  /**
+   * /readyz while commits could not complete: 503 on every node within READY_WITHIN_MS of
+   * the fault (when the pause lasted long enough to be seen), and 200 on every sample taken
+   * from shortly after writes resumed.
+   */
+  function expectReadinessTruthful(outcome: Outcome, faultAt: number, resumedAt: number): void {
+    for (const node of [0, 1]) {
+      const samples = outcome.samples.filter((s) => s.node === node);
+      if (resumedAt - faultAt > READY_WITHIN_MS + 500) {
+        const early = samples.filter((s) => s.at >= faultAt && s.at <= faultAt + READY_WITHIN_MS);
+        expect(early.some((s) => s.status === 503), `node ${node}: a 503 within ${READY_WITHIN_MS} ms of the fault`).toBe(true);
+      }
+      const after = samples.filter((s) => s.at > resumedAt + READY_WITHIN_MS);
+      expect(after.length).toBeGreaterThan(0);
+      expect(after.filter((s) => s.status !== 200), `node ${node}: ready once writes pass`).toEqual([]);
+    }
+  }
+
+  /** Runs a fault under the workload, on a healthy cluster; returns the outcome and the pause it caused. */
+  async function scenario(fault: () => Promise<void>, name: string) {
+    await healthy();
+    const workload = await Workload.start(urls(), `${name}-${randomUUID().slice(0, 8)}`);
+    await workload.progress(30, 20_000);
+    const faultAt = Date.now();
+    await fault();
+    await workload.progress(30, 60_000);
+    // /readyz is sampled a while after writes resumed too.
+    while (Date.now() < workload.pause().endedAt + READY_WITHIN_MS + 1000) await new Promise((resolve) => setTimeout(resolve, 100));
+    const { ms: pause, endedAt: resumedAt } = workload.pause();
+    const outcome = await workload.finish();
+    console.log(
+      `${name}: writes paused ${pause} ms; ${outcome.acked} acknowledged, ${outcome.replayed} replayed, ` +
+        `${outcome.failures.length} failed attempts (${summarize(outcome)}); resets ${JSON.stringify(outcome.resets)}; ` +
+        `slowest /readyz ${Math.max(...outcome.samples.map((s) => s.ms)).toFixed(1)} ms; ` +
+        `/readyz not 200 ${notReady(outcome, faultAt)}`,
+    );
+    return { outcome, faultAt, resumedAt, pause };
+  }
+
+  it('kill -9 of the primary\'s postmaster: Patroni restarts it in place; nothing lost or doubled', async () => {
+    showLogsOnFailure();
+    const leader = (await cluster.leader())!;
+    const { outcome, faultAt, resumedAt } = await scenario(() => cluster.killPostmaster(leader), 'postmaster');
+    await expectNothingLost(outcome);
+    expectReadinessTruthful(outcome, faultAt, resumedAt);
+    await healthy();
+  });
+
+  it("loss of the primary's machine: the synchronous standby takes over; nothing lost or doubled, followers carry on", async () => {
+    showLogsOnFailure();
+    const leader = (await cluster.leader())!;
+    const { outcome, faultAt, resumedAt, pause } = await scenario(() => cluster.killMachine(leader), 'machine');
+    await expectNothingLost(outcome);
+    expectReadinessTruthful(outcome, faultAt, resumedAt);
+    // The synchronous standby had every acknowledged commit: nobody was told to reset.
+    expect(outcome.resets).toEqual([]);
+    expect(pause).toBeLessThan(15_000);
+    await cluster.restartMachine(leader);
+    await healthy();
+  });
+
+  it('a planned switchover: a short pause, nothing lost or doubled, no reset', async () => {
+    showLogsOnFailure();
+    const { outcome, faultAt, resumedAt, pause } = await scenario(async () => {
+      await cluster.switchover();
+    }, 'switchover');
+    await expectNothingLost(outcome);
+    expectReadinessTruthful(outcome, faultAt, resumedAt);
+    expect(outcome.resets).toEqual([]);
+    expect(pause).toBeLessThan(8000);
+    await healthy();
+  });
+
+  it('loss of the synchronous standby (not strict): the primary goes on, nothing lost or doubled', async () => {
+    showLogsOnFailure();
+    const standby = (await cluster.syncStandby())!;
+    const { outcome } = await scenario(() => cluster.killMachine(standby), 'standby');
+    await expectNothingLost(outcome);
+    expect(outcome.resets).toEqual([]);
+    await cluster.restartMachine(standby);
+    await healthy();
+  });
+
+  it('loss of every standby in strict mode: writes answered by their deadline, /readyz says commits are not completing, all resolves once one is back', async () => {
+    showLogsOnFailure();
+    await healthy();
+    await cluster.setConfig({ synchronous_mode_strict: true });
+    try {
+      let stopped: MemberName[] = [];
+      const { outcome, faultAt } = await scenario(async () => {
+        stopped = await cluster.stopStandbys();
+        // Long enough for held writes to pass their deadline and for readiness to be sampled.
+        await new Promise((resolve) => setTimeout(resolve, 3 * WRITE_TIMEOUT_MS));
+        await cluster.startStandbys(stopped);
+      }, 'strict');
+      await expectNothingLost(outcome);
+      // Held commits were answered by the deadline, as of unknown outcome (or not written, if still queued).
+      const held = outcome.failures.filter((f) => f.at > faultAt && f.status === 503);
+      expect(held.length).toBeGreaterThan(0);
+      expect(held.every((f) => f.outcome === 'unknown' || f.outcome === 'not_written')).toBe(true);
+      expect(held.some((f) => f.outcome === 'unknown')).toBe(true);
+      // Both nodes said why, within READY_WITHIN_MS of the standbys going (their stop takes a moment).
+      for (const node of [0, 1]) {
+        const reasons = outcome.samples.filter((s) => s.node === node && s.status === 503).map((s) => s.reason);
+        expect(reasons).toContain('commits_not_completing');
+      }
+    } finally {
+      await cluster.setConfig({ synchronous_mode_strict: false });
+    }
+    await healthy();
+  });
+
+  it('a commit whose wait for the standby was cancelled, then lost in a failover: 503 outcome unknown, and every reader that saw it is told log_diverged', async () => {
+    showLogsOnFailure();
+    const ns = `fork-${randomUUID().slice(0, 8)}`;
+    const [a, b] = urls() as [string, string];
+    const mirrors = [new StateMirror({ url: a, follow: 'changes', warn: () => {}, retry: { baseDelayMs: 50, maxDelayMs: 500 } }), new StateMirror({ url: b, follow: 'stream', warn: () => {}, retry: { baseDelayMs: 50, maxDelayMs: 500 } })];
+    const resets: string[][] = [[], []];
+    mirrors.forEach((mirror, i) => mirror.on('reset', (event: { reason: string }) => resets[i]!.push(event.reason)));
+    try {
+      await healthy();
+      await Promise.all(mirrors.map((m) => m.ready));
+      const before = await put(a, `${ns}/w0`, 0);
+      expect(before.status).toBe(200);
+
+      await cluster.setConfig({ synchronous_mode_strict: true });
+      const leader = (await cluster.leader())!;
+      const standbys = await cluster.stopStandbys();
+
+      // w1 waits for a standby that is not there, until its wait is cancelled.
+      const w1 = put(a, `${ns}/w1`, 1, 'fork-w1');
+      const backend = await waitFor(async () => {
+        const rows = await cluster.sql<{ pid: number }>(
+          leader,
+          "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND application_name = 'statelog' AND query NOT LIKE '%pg_is_in_recovery%'",
+        );
+        return rows[0]?.pid;
+      }, 10_000, "w1's commit waiting for the standby");
+      await cluster.sql(leader, 'SELECT pg_cancel_backend($1)', [backend]);
+      const answer = await w1;
+      expect(answer.status).toBe(503);
+      expect(answer.body.error?.outcome).toBe('unknown');
+
+      // PostgreSQL kept it "committed locally": readers may be served it.
+      const w1Offset = before.body.offset + 1;
+      const seen = await waitFor(async () => {
+        const res = await fetch(`${a}/v1/changes?after=${before.body.offset}&wait=1`);
+        const body = (await res.json()) as { records: Array<{ offset: number; key: string }> };
+        return body.records.length > 0 ? { body, link: res.headers.get('link')! } : null;
+      }, 10_000, 'w1 to be served');
+      expect(seen.body.records.map((r) => [r.offset, r.key])).toEqual([[w1Offset, `${ns}/w1`]]);
+      const next = seen.link.match(/<([^>]+)>;\s*rel="next"/)![1]!;
+      await waitFor(() => mirrors.every((m) => m.offset >= w1Offset), 10_000, 'the mirrors to receive w1');
+
+      // The primary's machine is lost; a standby without w1 is made primary.
+      await cluster.killMachine(leader);
+      await cluster.startStandbys(standbys);
+      await waitFor(async () => (await cluster.members()).filter((m) => m.name !== leader && ['running', 'streaming'].includes(m.state)).length === 2, 60_000, 'the standbys to run');
+      await cluster.setConfig({ synchronous_mode: false, synchronous_mode_strict: false });
+      const candidate = standbys[0]!;
+      // Once the lost leader's key expires, Patroni promotes a standby by itself or is told to.
+      await waitFor(async () => {
+        const now = await cluster.leader();
+        if (now === null) await cluster.failover(candidate).catch(() => {});
+        return now !== null && standbys.includes(now);
+      }, 60_000, 'a standby to be promoted');
+      const promoted = (await cluster.leader())!;
+      expect(standbys).toContain(promoted);
+      expect(await cluster.sql(promoted, 'SELECT 1 FROM log WHERE key = $1', [`${ns}/w1`])).toEqual([]);
+
+      // The next write takes w1's offset, in a new generation of the log.
+      const w3 = await waitFor(async () => {
+        const res = await put(b, `${ns}/w3`, 3);
+        return res.status === 200 ? res : null;
+      }, 60_000, 'a write on the new primary');
+      expect(w3.body.offset).toBe(w1Offset);
+
+      // A reader holding w1 is told where its copy differs, on either node.
+      for (const url of [a, b]) {
+        const link = new URL(next, url);
+        const diverged = await fetch(`${url}${link.pathname}${link.search}`);
+        expect(diverged.status).toBe(410);
+        const body = (await diverged.json()) as { error: { code: string; offset: number } };
+        expect(body.error).toMatchObject({ code: 'log_diverged', offset: w1Offset });
+      }
+
+      // w1's retry with its Idempotency-Key is applied once (its first answer was "unknown", and it was lost).
+      const retried = await put(b, `${ns}/w1`, 1, 'fork-w1');
+      expect(retried.status).toBe(200);
+      expect(retried.headers.get('idempotent-replayed')).toBeNull();
+
+      // Followers were told to reset, took the state again, and hold the server's.
+      await waitFor(() => mirrors.every((m) => m.offset >= retried.body.offset), 30_000, 'the mirrors to catch up');
+      for (const [i, mirror] of mirrors.entries()) {
+        expect(resets[i]).toContain('log_diverged');
+        expect(mirror.get(`${ns}/w1`)).toBe(1);
+        expect(mirror.get(`${ns}/w3`)).toBe(3);
+      }
+      const stats = await fetch(`${a}/v1/stats`).then((res) => res.json() as Promise<{ head: number }>);
+      expect(stats.head).toBe(retried.body.offset);
+      await expectServedAsStored();
+    } finally {
+      for (const mirror of mirrors) await mirror.close();
+    }
+  });
+});
+
+async function put(url: string, key: string, value: unknown, idempotencyKey?: string) {
+  const res = await fetch(`${url}/v1/keys/${encodeURIComponent(key)}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}) },
+    body: JSON.stringify({ value }),
+    signal: AbortSignal.timeout(30_000),
+  }).catch(() => null);
+  type Answer = { offset: number; error?: { code: string; outcome?: string } };
+  if (!res) return { status: 0, body: {} as Answer, headers: new Headers() };
+  return { status: res.status, body: (await res.json().catch(() => ({}))) as Answer, headers: res.headers };
+}
+
+/** Per node: from when to when (ms after the fault) /readyz was not 200, and why. */
+function notReady(outcome: Outcome, faultAt: number): string {
+  return [0, 1]
+    .map((node) => {
+      const bad = outcome.samples.filter((s) => s.node === node && s.status !== 200);
+      if (bad.length === 0) return `node ${node}: never`;
+      const reasons = [...new Set(bad.map((s) => s.reason ?? s.status))].join('/');
+      return `node ${node}: ${bad[0]!.at - faultAt}..${bad.at(-1)!.at - faultAt} ms (${reasons})`;
+    })
+    .join(', ');
+}
+
+function summarize(outcome: Outcome): string {
+  const counts = new Map<string, number>();
+  for (const f of outcome.failures) {
+    const label = `${f.status}${f.outcome ? ` ${f.outcome}` : ''}${f.code ? ` ${f.code}` : ''}`;
+    counts.set(label, (counts.get(label) ?? 0) + 1);
+  }
+  return [...counts].map(([label, n]) => `${n}× ${label}`).join(', ') || 'none';
+}
