@@ -7,6 +7,7 @@
 // the history (a commit whose wait for the standby was cancelled, then a failover to a
 // standby without it) and checks that readers who saw the lost record are told so.
 import { randomUUID } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { StateMirror } from '@statelog/client';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
@@ -89,10 +90,17 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
 
   /** Every node serves exactly the records the primary holds: none from memory that the database lost. */
   async function expectServedAsStored(): Promise<void> {
+    expect(await servedButNotStored()).toEqual([]);
+  }
+
+  /** The nodes (by index) whose records from offset 0 differ from the primary's log. */
+  async function servedButNotStored(): Promise<number[]> {
     const leader = (await cluster.leader())!;
     const rows = await cluster.sql<{ offset: string; key: string; value: string | null }>(leader, 'SELECT seq AS offset, key, value FROM log ORDER BY seq');
-    const stored = rows.map((r) => ({ offset: Number(r.offset), key: r.key, value: r.value === null ? undefined : (JSON.parse(r.value) as unknown) }));
-    for (const url of urls()) expect(await servedRecords(url)).toEqual(stored);
+    const stored = JSON.stringify(rows.map((r) => ({ offset: Number(r.offset), key: r.key, value: r.value === null ? undefined : (JSON.parse(r.value) as unknown) })));
+    const differing: number[] = [];
+    for (const [i, url] of urls().entries()) if (JSON.stringify(await servedRecords(url)) !== stored) differing.push(i);
+    return differing;
   }
 
   /**
@@ -131,6 +139,15 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
         `slowest /readyz ${Math.max(...outcome.samples.map((s) => s.ms)).toFixed(1)} ms; ` +
         `/readyz not 200 ${notReady(outcome, faultAt)}`,
     );
+    await report({
+      scenario: name,
+      pauseMs: pause,
+      acked: outcome.acked,
+      lost: outcome.lost.length,
+      appliedTwice: outcome.counter - outcome.acked,
+      resets: outcome.resets.length,
+      diverged: (await servedButNotStored()).length,
+    });
     return { outcome, faultAt, resumedAt, pause };
   }
 
@@ -293,6 +310,18 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
         expect(mirror.get(`${ns}/w1`)).toBe(1);
         expect(mirror.get(`${ns}/w3`)).toBe(3);
       }
+      // Acknowledged: w0 before the fork, w3 and w1's retry after it; each is held once.
+      const held = await cluster.sql<{ key: string; n: string }>(promoted, 'SELECT key, count(*) AS n FROM log WHERE key = ANY($1) GROUP BY key', [
+        [`${ns}/w0`, `${ns}/w3`, `${ns}/w1`],
+      ]);
+      await report({
+        scenario: 'fork',
+        acked: 3,
+        lost: 3 - held.length,
+        appliedTwice: held.filter((row) => Number(row.n) > 1).length,
+        resets: resets.flat().length,
+        diverged: (await servedButNotStored()).length,
+      });
       const stats = await fetch(`${a}/v1/stats`).then((res) => res.json() as Promise<{ head: number }>);
       expect(stats.head).toBe(retried.body.offset);
       await expectServedAsStored();
@@ -301,6 +330,12 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
     }
   });
 });
+
+/** One line of JSON per scenario run, when STATELOG_HA_REPORT names a file (test/ha/failover-matrix.ts). */
+async function report(line: Record<string, unknown>): Promise<void> {
+  const file = process.env.STATELOG_HA_REPORT;
+  if (file) appendFileSync(file, `${JSON.stringify(line)}\n`);
+}
 
 async function put(url: string, key: string, value: unknown, idempotencyKey?: string) {
   const res = await fetch(`${url}/v1/keys/${encodeURIComponent(key)}`, {
