@@ -15,7 +15,18 @@ function read(file) {
   if (!existsSync(file)) return null;
   const report = JSON.parse(readFileSync(file, 'utf8'));
   const suiteOnly = report.numFailedTestSuites > 0 && report.numFailedTests === 0 ? 1 : 0;
-  return { passed: report.numPassedTests, failed: report.numFailedTests + suiteOnly };
+  return { passed: report.numPassedTests, failed: report.numFailedTests + suiteOnly, failures: failuresOf(report) };
+}
+
+/** What failed, one line each (file and test, or the file that could not run): the end of CI's output names it. */
+function failuresOf(report) {
+  const lines = [];
+  for (const suite of report.testResults ?? []) {
+    const failedTests = (suite.assertionResults ?? []).filter((test) => test.status === 'failed');
+    for (const test of failedTests) lines.push(`${suite.name}: ${test.fullName}: ${String(test.failureMessages?.[0] ?? '').split('\n')[0]}`);
+    if (failedTests.length === 0 && suite.status === 'failed') lines.push(`${suite.name}: ${String(suite.message ?? 'failed to run').split('\n')[0]}`);
+  }
+  return lines;
 }
 
 let passed = 0;
@@ -49,4 +60,6 @@ if (timesFile && existsSync(timesFile)) {
   for (const row of rows) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ').trimEnd());
   console.log();
 }
+const failures = [...byReport].flatMap(([name, tests]) => tests.failures.map((line) => `${name}: ${line}`));
+if (failures.length > 0) console.log(`failed:\n${failures.map((line) => `  ${line.slice(0, 300)}`).join('\n')}\n`);
 console.log(`${passed} passed, ${failed} failed`);
