@@ -104,7 +104,7 @@ class Watcher {
 
   private apply(event: WatchEvent): void {
     if (event.type === 'reset') {
-      this.resets.push(event.reason);
+      this.resets.push(`${event.reason} (watch at ${this.offset}: ${event.error.message})`);
       this.state.clear();
       this.offset = -1;
     } else if (event.type === 'initialized') {
@@ -146,7 +146,7 @@ export class Workload {
       new StateMirror({ url: urls[0]!, follow: 'changes', retry: RETRY, warn: () => {} }),
       new StateMirror({ url: urls[1 % urls.length]!, follow: 'stream', retry: RETRY, warn: () => {} }),
     ];
-    this.mirrors.forEach((mirror, i) => mirror.on('reset', (event: { reason: string }) => this.mirrorResets[i]!.push(event.reason)));
+    this.mirrors.forEach((mirror, i) => mirror.on('reset', (event: { reason: string }) => this.mirrorResets[i]!.push(`${event.reason} (mirror ${i})`)));
     this.watchers = [new Watcher(this.clients[1 % urls.length]!, 'changes'), new Watcher(this.clients[0]!, 'stream')];
     this.writers = Array.from({ length: writers }, (_, id) => new Writer(urls, ns, id));
     this.sampling = setInterval(() => void this.sample(), 200);
