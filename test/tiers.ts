@@ -213,7 +213,7 @@ export const SLOW_TIERS: Tier[] = [
   },
   {
     name: 'ha',
-    what: 'high availability: statelog nodes on PostgreSQL under Patroni, etcd and HAProxy',
+    what: 'high availability: statelog nodes on PostgreSQL under Patroni, etcd and HAProxy, across real failovers',
     include: ['test/ha/**/*.test.ts'],
     store: 'postgres',
     onPostgresToo: false,
