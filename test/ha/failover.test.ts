@@ -11,6 +11,7 @@ import { appendFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { StateMirror } from '@statelog/client';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
+import { cuttableProxy } from '../support/flaky-proxy.js';
 import { HaCluster, startCluster, waitFor, type MemberName } from './support/cluster.js';
 import { servedRecords, Workload, type Outcome } from './support/workload.js';
 
@@ -235,6 +236,46 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
       await cluster.setConfig({ synchronous_mode_strict: false });
     }
     await healthy();
+  });
+
+  it('a node whose connections reach a read-only standby (a proxy not yet switched): /readyz 503 read_only within 2 s, writes 503, ready again once it reaches the primary', async () => {
+    showLogsOnFailure();
+    await healthy();
+    const leader = (await cluster.leader())!;
+    const standby = (await cluster.syncStandby())!;
+    const portOf = (name: MemberName) => Number(new URL(cluster.directUrl(name)).port);
+    const proxy = await cuttableProxy('127.0.0.1', portOf(leader));
+    const through = new URL(cluster.directUrl(leader));
+    through.port = String(proxy.port);
+    const node = await startNode(through.toString());
+    try {
+      const ready = async () => {
+        const started = performance.now();
+        const res = await fetch(`${node.url}/readyz`);
+        const body = (await res.json()) as { error?: { reason?: string } };
+        return { status: res.status, reason: body.error?.reason, ms: performance.now() - started };
+      };
+      expect((await ready()).status).toBe(200);
+
+      await proxy.retarget('127.0.0.1', portOf(standby));
+      const switched = Date.now();
+      const unready = await waitFor(async () => {
+        const answer = await ready();
+        return answer.status === 503 && answer.reason === 'read_only' ? answer : null;
+      }, 5000, '/readyz to say read_only');
+      expect(Date.now() - switched).toBeLessThan(READY_WITHIN_MS);
+      expect(unready.ms).toBeLessThan(READYZ_MAX_MS);
+      expect((await put(node.url, `standby-${randomUUID()}`, 1)).status).toBe(503);
+
+      await proxy.retarget('127.0.0.1', portOf(leader));
+      const back = Date.now();
+      await waitFor(async () => (await ready()).status === 200, 5000, '/readyz to say ready again');
+      expect(Date.now() - back).toBeLessThan(READY_WITHIN_MS);
+      expect((await put(node.url, `standby-${randomUUID()}`, 1)).status).toBe(200);
+    } finally {
+      node.proc.kill('SIGKILL');
+      await proxy.close();
+    }
   });
 
   it('a commit whose wait for the standby was cancelled, then lost in a failover: 503 outcome unknown, and every reader that saw it is told log_diverged', async () => {

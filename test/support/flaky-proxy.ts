@@ -103,6 +103,8 @@ export interface CuttableProxy {
   stall(): void;
   /** Accepts and relays connections again, on the same port, after cut() or stall(). */
   restore(): Promise<void>;
+  /** Drops every open connection and relays new ones to another address (a proxy that switched). */
+  retarget(host: string, port: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -110,7 +112,8 @@ export interface CuttableProxy {
 export async function cuttableProxy(host: string, port: number): Promise<CuttableProxy> {
   let connections = 0;
   let stalled = false;
-  const relay = new Relay({ host, port }, (client, upstream) => {
+  const target = { host, port };
+  const relay = new Relay(target, (client, upstream) => {
     connections += 1;
     client.on('data', (chunk: Buffer) => stalled || upstream.write(chunk));
     upstream.on('data', (chunk: Buffer) => stalled || client.write(chunk));
@@ -136,6 +139,12 @@ export async function cuttableProxy(host: string, port: number): Promise<Cuttabl
       if (up) return;
       up = true;
       await relay.resume(listening);
+    },
+    async retarget(newHost, newPort) {
+      target.host = newHost;
+      target.port = newPort;
+      await this.cut();
+      await this.restore();
     },
     async close() {
       if (up) await relay.stop();
