@@ -291,6 +291,18 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
       const before = await put(a, `${ns}/w0`, 0);
       expect(before.status).toBe(200);
 
+      // A reader that took a snapshot at w0 and follows the changes after it, under the snapshot's
+      // generation (X-Log-Generation, once the log has several), as a client does.
+      const snapshot = await fetch(`${a}/v1/snapshot?prefix=${encodeURIComponent(`${ns}/`)}`);
+      expect(snapshot.status).toBe(200);
+      await snapshot.text();
+      expect(Number(snapshot.headers.get('x-log-offset'))).toBe(before.body.offset);
+      const fromW0 = new URL(`${a}/v1/changes`);
+      fromW0.searchParams.set('after', String(before.body.offset));
+      const generation = snapshot.headers.get('x-log-generation');
+      if (generation !== null) fromW0.searchParams.set('gen', generation);
+      fromW0.searchParams.set('wait', '1');
+
       await cluster.setConfig({ synchronous_mode_strict: true });
       const leader = (await cluster.leader())!;
       const standbys = await cluster.stopStandbys();
@@ -312,7 +324,7 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
       // PostgreSQL kept it "committed locally": readers may be served it.
       const w1Offset = before.body.offset + 1;
       const seen = await waitFor(async () => {
-        const res = await fetch(`${a}/v1/changes?after=${before.body.offset}&wait=1`);
+        const res = await fetch(`${a}${fromW0.pathname}${fromW0.search}`);
         if (res.status !== 200) throw new Error(`GET /v1/changes: ${res.status} ${await res.text()}`);
         const body = (await res.json()) as { records: Array<{ offset: number; key: string }> };
         return body.records.length > 0 ? { body, link: res.headers.get('link')! } : null;
