@@ -138,8 +138,9 @@ describe('consumers in the client', () => {
     const resumed = worker({ consumer: 'late' });
     await until(async () => (await positionOf('late')) === 7);
     await client.put('f', 1); // 8
-    await until(async () => (await positionOf('late')) === 8);
+    await until(() => resumed.changes().includes(8));
     await resumed.stop();
+    expect(await positionOf('late')).toBe(8);
     const types = resumed.events.map((e) => (e.type === 'reset' ? `reset ${e.reason}` : e.type));
     expect(types.slice(0, 2)).toEqual(['reset offset_compacted', 'record']);
     expect(resumed.records()).toEqual(['set c 3 snapshot', 'set d 4 snapshot', 'set e 7 snapshot', 'set f 8']);
@@ -196,7 +197,8 @@ describe('a StateMirror with a consumer', () => {
     await client.put('inv/d', 4);
     await until(() => second.changes.includes(4));
     expect(Object.fromEntries(second.mirror.entries())).toEqual({ 'inv/a': 1, 'inv/b': 2, 'inv/c': 3, 'inv/d': 4 });
-    await until(async () => (await positionOf('m')) === 4);
+    await closed(second.mirror);
+    expect(await positionOf('m')).toBe(4);
   });
 
   it('with a checkpoint behind its consumer, applies the changes up to the consumer without a change event', async () => {
@@ -216,7 +218,8 @@ describe('a StateMirror with a consumer', () => {
     expect(second.mirror.snapshots).toBe(0);
     expect(second.changes).toEqual([5, 6]);
     expect(second.mirror.get('inv/k3')).toBe(3);
-    await until(async () => (await positionOf('m')) === 6);
+    await closed(second.mirror);
+    expect(await positionOf('m')).toBe(6);
   });
 
   it('with a checkpoint ahead of its consumer, resumes after the checkpoint and commits it', async () => {
@@ -233,7 +236,8 @@ describe('a StateMirror with a consumer', () => {
     await until(() => second.mirror.offset === 4);
     expect(second.mirror.snapshots).toBe(0);
     expect(second.changes).toEqual([4]);
-    await until(async () => (await positionOf('m')) === 4);
+    await closed(second.mirror);
+    expect(await positionOf('m')).toBe(4);
   });
 
   it('a checkpoint compacted away: a reset, a new snapshot, and the consumer moved to it', async () => {
