@@ -1,6 +1,6 @@
 // Compiles the server and the command-line client as `npm start` and `npm link` run them
-// (dist/ and the client package's build). Incremental: with nothing changed it costs a
-// check of the sources, not a compile.
+// (dist/ and the client package's build). With nothing changed it costs a digest of the
+// sources, not a compile: every tier's setup asks for both.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -21,9 +21,19 @@ function run(command: string, args: string[]): void {
   }
 }
 
-/** dist/: the server and the command line. The client package's types must be built (npm ci does). */
+/** What dist/ is compiled from: the sources, the client they import, the settings and the lockfile. */
+const SERVER_INPUTS = ['src', 'packages/client/src', 'packages/client/package.json', 'tsconfig.json', 'package-lock.json'];
+const SERVER_STAMP = 'node_modules/.cache/statelog/server-build.sha256';
+
+/**
+ * dist/: the server and the command line. The client package's types must be built (npm ci
+ * does). Incremental, and skipped when its inputs are those of the last build: tsc's own
+ * check of an unchanged tree still takes some 2 s, at every tier's setup.
+ */
 export function buildServer(): void {
-  run(process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', 'tsconfig.json', '--incremental']);
+  skipWhenBuilt(SERVER_INPUTS, [SERVER_ENTRY, CLI_ENTRY], SERVER_STAMP, () =>
+    run(process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', 'tsconfig.json', '--incremental']),
+  );
 }
 
 /** What the client's bundle and types are made of: its sources, the contract they import, the settings and the lockfile. */
@@ -51,11 +61,16 @@ function digestOf(paths: string[]): string {
  * setup asks for it, and one build serves them all.
  */
 export function buildClient(): void {
-  const stamp = join(ROOT, CLIENT_STAMP);
-  const inputs = digestOf(CLIENT_INPUTS);
-  const built = CLIENT_OUTPUTS.every((path) => existsSync(join(ROOT, path)));
-  if (built && existsSync(stamp) && readFileSync(stamp, 'utf8') === inputs) return;
-  run('npm', ['run', 'build', '--silent', '-w', '@statelog/client']);
+  skipWhenBuilt(CLIENT_INPUTS, CLIENT_OUTPUTS, CLIENT_STAMP, () => run('npm', ['run', 'build', '--silent', '-w', '@statelog/client']));
+}
+
+/** Runs `build` unless its outputs are there and its inputs' digest is the one noted at its last run. */
+function skipWhenBuilt(inputs: string[], outputs: string[], stampPath: string, build: () => void): void {
+  const stamp = join(ROOT, stampPath);
+  const digest = digestOf(inputs);
+  const built = outputs.every((path) => existsSync(join(ROOT, path)));
+  if (built && existsSync(stamp) && readFileSync(stamp, 'utf8') === digest) return;
+  build();
   mkdirSync(dirname(stamp), { recursive: true });
-  writeFileSync(stamp, inputs);
+  writeFileSync(stamp, digest);
 }
