@@ -34,13 +34,23 @@ export default tseslint.config(
   // below StatelogClient and watch(): nothing down there imports the layers above it.
   boundary(
     ['packages/client/src/{pages,errors,retry,sse,checkpoint}.ts'],
-    `${CLIENT_BANS}|^\\./(client|watch|state-mirror|index)\\.js$`,
+    `${CLIENT_BANS}|^\\./(client|watch|consumers|consumer-watch|state-mirror|index)\\.js$`,
     `${CLIENT_WHY}; the page and snapshot primitives sit below the client and watch(), and import neither`,
   ),
   boundary(
+    ['packages/client/src/consumers.ts'],
+    `${CLIENT_BANS}|^\\./(client|watch|consumer-watch|state-mirror|index)\\.js$`,
+    `${CLIENT_WHY}; the consumer calls sit on the pages' requests, below the client and the consumer's watch`,
+  ),
+  boundary(
     ['packages/client/src/watch.ts'],
-    `${CLIENT_BANS}|^\\./(client|state-mirror|index)\\.js$`,
+    `${CLIENT_BANS}|^\\./(client|consumers|consumer-watch|state-mirror|index)\\.js$`,
     `${CLIENT_WHY}; watch() follows the pages of pages.ts, and never imports the client built on it`,
+  ),
+  boundary(
+    ['packages/client/src/consumer-watch.ts'],
+    `${CLIENT_BANS}|^\\./(client|state-mirror|index)\\.js$`,
+    `${CLIENT_WHY}; a consumer's watch is watch() and the consumer calls, below the client that offers it`,
   ),
   boundary(
     ['src/contract/**/*.ts'],

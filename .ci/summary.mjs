@@ -1,7 +1,9 @@
 // Prints "N passed, N failed" summed over vitest's JSON reports (a missing report is a
-// failure). With `--times <file>` (lines "step<TAB>seconds<TAB>ok|FAILED" from .ci/run),
-// first a table of each step's time and tests, and a failed step whose report shows no
-// failed test (a typecheck, a tier that could not start) counts as one failure.
+// failure). With `--times <file>` (lines "step<TAB>started<TAB>seconds<TAB>ok|FAILED<TAB>cpu%"
+// from .ci/run: `started` in seconds from its start, cpu% how busy the machine's cores were
+// meanwhile), first a table of each step's start, time, CPU and tests, and a failed step
+// whose report shows no failed test (a typecheck, a tier that could not start) counts as
+// one failure. Steps may overlap: the total is the wall time from the first start to the last end.
 import { existsSync, readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 
@@ -46,16 +48,18 @@ for (const file of files) {
 if (timesFile && existsSync(timesFile)) {
   const minutes = (s) => `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
   const steps = readFileSync(timesFile, 'utf8').trim().split('\n').map((line) => line.split('\t'));
-  const rows = [['step', 'time', 'result', 'tests passed', 'failed']];
-  let total = 0;
-  for (const [name, seconds, result] of steps) {
-    total += Number(seconds);
+  steps.sort((a, b) => Number(a[1]) - Number(b[1]));
+  const rows = [['step', 'start', 'time', 'cpu', 'result', 'tests passed', 'failed']];
+  const first = Number(steps[0]?.[1] ?? 0);
+  let last = 0;
+  for (const [name, started, seconds, result, cpu] of steps) {
+    last = Math.max(last, Number(started) + Number(seconds));
     // test:<tier> reports as tier-<tier>.json; other steps under their own name.
     const tests = byReport.get(name.startsWith('test:') ? `tier-${name.slice(5)}` : name);
     if (result !== 'ok' && !(tests && tests.failed > 0)) failed += 1;
-    rows.push([name, minutes(Number(seconds)), result, tests ? String(tests.passed) : '', tests ? String(tests.failed) : '']);
+    rows.push([name, minutes(Number(started) - first), minutes(Number(seconds)), `${cpu}%`, result, tests ? String(tests.passed) : '', tests ? String(tests.failed) : '']);
   }
-  rows.push(['total', minutes(total), '', '', '']);
+  rows.push(['total', '', minutes(last - first), '', '', '', '']);
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
   for (const row of rows) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ').trimEnd());
   console.log();

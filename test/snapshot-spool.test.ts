@@ -23,9 +23,12 @@ afterEach(async () => {
 /** Larger than the spool's 1 MiB write buffer. */
 const HUGE = { text: 'h'.repeat(1536 * 1024) };
 
+/** Keys written a batch: the most a batch may hold, as the data's size is the point, not its writes. */
+const FILL_BATCH = 1000;
+
 async function fill(app: TestApp, count: number, prefix: string, padding = 700): Promise<void> {
-  for (let at = 0; at < count; at += 200) {
-    const records = Array.from({ length: Math.min(200, count - at) }, (_, i) => ({
+  for (let at = 0; at < count; at += FILL_BATCH) {
+    const records = Array.from({ length: Math.min(FILL_BATCH, count - at) }, (_, i) => ({
       key: `${prefix}/é${String(at + i).padStart(5, '0')}/日本`,
       value: { n: at + i, pad: 'p'.repeat((at + i) % padding) },
     }));

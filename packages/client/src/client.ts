@@ -1,40 +1,23 @@
 // A typed client for statelog's HTTP API: the page and snapshot reads of PageReader
-// (pages.ts), and the writes, listings and watch() on top. Writes carry an
-// Idempotency-Key (generated unless given) and are retried on connection failures and
-// 503/429 with jittered backoff: a retry is answered from the server's memory of the
-// first attempt, so it never applies twice.
+// (pages.ts) and the consumer calls (consumers.ts), with the keys' writes, listings,
+// history and watch() on top. Writes carry an Idempotency-Key (generated unless given)
+// and are retried on connection failures and 503/429 with jittered backoff: a retry is
+// answered from the server's memory of the first attempt, so it never applies twice.
 import { randomUUID } from 'node:crypto';
 import type {
   BatchItem as BatchItemSchema,
   compactSchema,
-  Consumer as ConsumerSchema,
-  listConsumersSchema,
   keyHistorySchema,
   LastCompaction as LastCompactionSchema,
   postRecordsSchema,
   Static,
   Written as WrittenSchema,
 } from '../../../src/contract/schemas.js';
-import { PageReader, type ChangesOptions, type Entry, type LogRecord } from './pages.js';
+import type { ChangesOptions, Entry, LogRecord } from './pages.js';
+import { ConsumerCalls } from './consumers.js';
 import { StatelogError } from './errors.js';
 import { watch, type WatchEvent, type WatchOptions } from './watch.js';
 import { consumerWatch } from './consumer-watch.js';
-
-/** A position the server keeps for a group of workers, with the head's distance from it. */
-export type Consumer = Static<typeof ConsumerSchema>;
-export type ConsumerList = Static<(typeof listConsumersSchema)['response'][200]>;
-
-export interface ConsumerCommitOptions {
-  /** The epoch `offset` belongs to: another one is refused (410 epoch_changed). */
-  epoch?: string;
-  /** Allows a position behind the committed one (else 409 conflict). */
-  rewind?: boolean;
-  /** Keep the delete markers above the position from compaction (the server bounds it); absent: unchanged. */
-  hold?: boolean;
-  /** Commit only if the consumer stands at this offset, or ('*') exists. */
-  ifMatch?: number | '*';
-  signal?: AbortSignal;
-}
 
 export type Written = Static<typeof WrittenSchema>;
 
@@ -88,7 +71,6 @@ export type LastCompaction = Static<typeof LastCompactionSchema>;
 export type CompactResult = Static<(typeof compactSchema)['response'][200]>;
 
 const keyPath = (key: string) => `/v1/keys/${encodeURIComponent(key)}`;
-const consumerPath = (name: string) => `/v1/consumers/${encodeURIComponent(name)}`;
 
 function conditionHeaders(options: WriteOptions): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -97,7 +79,7 @@ function conditionHeaders(options: WriteOptions): Record<string, string> {
   return headers;
 }
 
-export class StatelogClient extends PageReader {
+export class StatelogClient extends ConsumerCalls {
   /** The key's entry, with `expiresAt` (ms since the epoch) when it has a TTL; null when absent or expired. */
   async get<T = unknown>(key: string, options: { signal?: AbortSignal } = {}): Promise<(Entry<T> & { expiresAt?: number }) | null> {
     try {
@@ -141,39 +123,6 @@ export class StatelogClient extends PageReader {
    */
   watch<T = unknown>(options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
     return options.consumer === undefined ? watch<T>(this, options) : consumerWatch<T>(this, options);
-  }
-
-  /** The consumer of this name (this token's own, with a scoped token); null when there is none. */
-  async consumer(name: string, options: { signal?: AbortSignal } = {}): Promise<Consumer | null> {
-    try {
-      return (await this.json({ method: 'GET', path: consumerPath(name), retry: true, ...options })) as Consumer;
-    } catch (err) {
-      if (err instanceof StatelogError && err.code === 'not_found') return null;
-      throw err;
-    }
-  }
-
-  async consumers(options: { signal?: AbortSignal } = {}): Promise<ConsumerList> {
-    return (await this.json({ method: 'GET', path: '/v1/consumers', retry: true, ...options })) as ConsumerList;
-  }
-
-  /** Commits a position: forward only unless `rewind`. Retried as reads are: a repeated commit changes nothing. */
-  async commitConsumer(name: string, offset: number, options: ConsumerCommitOptions = {}): Promise<Consumer> {
-    const { ifMatch, signal, ...rest } = options;
-    const headers: Record<string, string> = ifMatch === undefined ? {} : { 'if-match': ifMatch === '*' ? '*' : `"${ifMatch}"` };
-    return (await this.json({ method: 'PUT', path: consumerPath(name), body: { offset, ...rest }, headers, retry: true, signal })) as Consumer;
-  }
-
-  /** Deletes a consumer (and its hold); false when there was none. */
-  async deleteConsumer(name: string, options: { ifMatch?: number; signal?: AbortSignal } = {}): Promise<boolean> {
-    const headers: Record<string, string> = options.ifMatch === undefined ? {} : { 'if-match': `"${options.ifMatch}"` };
-    try {
-      await this.send({ method: 'DELETE', path: consumerPath(name), headers, retry: true, signal: options.signal });
-      return true;
-    } catch (err) {
-      if (err instanceof StatelogError && err.code === 'not_found') return false;
-      throw err;
-    }
   }
 
   /**
@@ -228,7 +177,6 @@ export class StatelogClient extends PageReader {
     }
   }
 
-
   /**
    * Every record after `after`, for ever, by long poll, each request the one the last
    * page names (`Link: rel="next"`): followers at one position ask one URL, which a
@@ -243,7 +191,6 @@ export class StatelogClient extends PageReader {
   async compact(): Promise<CompactResult> {
     return (await this.json({ method: 'POST', path: '/v1/admin/compact', retry: false, timeoutMs: 0 })) as CompactResult;
   }
-
 
   private write(method: string, path: string, body: unknown, options: WriteOptions): Promise<unknown> {
     const headers = { ...conditionHeaders(options), 'idempotency-key': options.idempotencyKey ?? randomUUID() };

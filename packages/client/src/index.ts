@@ -1,6 +1,7 @@
 // @statelog/client: the typed client and the state mirror for workers.
 export { StatelogClient } from './client.js';
-export type { BatchItem, BatchResult, CompactResult, Consumer, ConsumerCommitOptions, ConsumerList, HistoryOptions, HistoryPage, IncrOptions, LastCompaction, WriteOptions, Written } from './client.js';
+export type { BatchItem, BatchResult, CompactResult, HistoryOptions, HistoryPage, IncrOptions, LastCompaction, WriteOptions, Written } from './client.js';
+export type { Consumer, ConsumerCommitOptions, ConsumerList } from './consumers.js';
 export type { ChangesOptions, ChangesPage, ClientOptions, Entry, LogRecord, Snapshot, SnapshotOf, SnapshotOptions, Stats } from './pages.js';
 export { CutStreamError, StatelogError, isStatelogError, type ConnectionErrorCode, type ErrorCode } from './errors.js';
 export type { RetryPolicy } from './retry.js';

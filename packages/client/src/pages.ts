@@ -129,7 +129,6 @@ export class PageReader {
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
 
-  /** The live value of a key, or null if it has none. */
   /** One page of changes after `after` (long-polls up to `wait` seconds when empty). */
   async changesPage<T = unknown>(options: ChangesOptions): Promise<ChangesPage<T>> {
     const { signal, after, epoch, gen, key, limit, prefix, wait } = options;

@@ -18,6 +18,7 @@ import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { StatelogError } from './errors.js';
 import type { RetryPolicy } from './retry.js';
 import type { WatchOptions } from './watch.js';
+import { consumerOption, storedPosition } from './consumer-watch.js';
 
 export interface StateMirrorOptions {
   url: string;
@@ -36,10 +37,12 @@ export interface StateMirrorOptions {
   /** How often the checkpoint is saved while changes arrive (default 5 s). */
   checkpointIntervalMs?: number;
   /**
-   * A consumer the server keeps, to which the mirror commits the offsets it has applied:
-   * operators see its lag, and with `hold` compaction keeps the delete markers it has yet to
-   * read. The mirror's state itself comes from its checkpoint file or a snapshot (a position
-   * alone cannot restore the keys held in memory).
+   * A consumer the server keeps, to which the mirror commits the offsets it has applied
+   * (operators see its lag; with `hold` compaction keeps the delete markers it has yet to
+   * read), and from which it resumes. A position alone cannot restore the keys held in
+   * memory, so the state comes from the checkpoint file when there is one (changes up to
+   * the consumer's position are then applied without a 'change' event: they were handled),
+   * else from a snapshot at or past the consumer's position.
    */
   consumer?: string | { name: string; hold?: boolean };
   retry?: Partial<RetryPolicy>;
@@ -136,6 +139,8 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
   private running: Promise<void>;
   private checkpointTimer: NodeJS.Timeout | undefined;
   private savedOffset = -1;
+  /** Changes up to this offset are applied without a 'change' event: the consumer has handled them. */
+  private handledThrough = -1;
 
   constructor(private readonly options: StateMirrorOptions) {
     super();
@@ -325,26 +330,29 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
         this.savedOffset = saved.offset;
       }
     }
-    const start = this.position;
     /** The snapshot being read, swapped in whole at its end so reads never see half of one. */
     let staging: Map<string, T> | null = null;
     let stagingOffsets: Map<string, number> | null = null;
     let stagingExpiries: Map<string, number> | null = null;
     let resetReason: string | null = null;
+    const onRetry = (cause: StatelogError, delayMs: number): void => {
+      this.warn(`${cause.message}; reconnecting in ${Math.round(delayMs)} ms`);
+      this.emit('error', cause);
+      this.emit('retry', { cause, delayMs });
+    };
+    const retry = this.options.retry ? { retry: this.options.retry } : {};
     try {
+      const consumer = this.options.consumer ? consumerOption(this.options.consumer) : undefined;
+      const stored = consumer ? await storedPosition(this.client, consumer.name, { signal: this.stop.signal, onRetry, ...retry }) : null;
       const events = this.client.watch<T>({
         prefix: this.prefix,
-        ...(start ? { after: start.offset, epoch: start.epoch, ...(start.gen === undefined ? {} : { gen: start.gen }) } : {}),
+        ...this.startFrom(stored),
         onReset: 'snapshot',
         ...(this.options.follow ? { follow: this.options.follow } : {}),
-        ...(this.options.consumer ? { consumer: { ...consumerOption(this.options.consumer), resume: false } } : {}),
+        ...(consumer ? { consumer: { ...consumer, resume: false } } : {}),
         signal: this.stop.signal,
-        ...(this.options.retry ? { retry: this.options.retry } : {}),
-        onRetry: (cause, delayMs) => {
-          this.warn(`${cause.message}; reconnecting in ${Math.round(delayMs)} ms`);
-          this.emit('error', cause);
-          this.emit('retry', { cause, delayMs });
-        },
+        ...retry,
+        onRetry,
       });
       for await (const event of events) {
         switch (event.type) {
@@ -384,6 +392,8 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
             if (this.position && event.gen !== undefined) this.position.gen = event.gen;
             break;
           case 'reset':
+            // What comes after a reset is a new state: its changes were handled by no one.
+            this.handledThrough = -1;
             staging = null;
             stagingOffsets = null;
             stagingExpiries = null;
@@ -414,7 +424,22 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     this.applyDigest(record);
     this.position.offset = record.offset;
     this.noteDigest(record.offset);
-    this.emit('change', record);
+    if (record.offset > this.handledThrough) this.emit('change', record);
+  }
+
+  /**
+   * Where the watch starts. With the checkpoint's state: after its offset, the changes up
+   * to the consumer's position (of the same epoch) applied quietly; a checkpoint ahead of the
+   * consumer is simply committed. Without one: a snapshot no older than the consumer's
+   * position, as a restarted worker must not go back on what the group has handled.
+   */
+  private startFrom(stored: { offset: number; epoch: string } | null): Pick<WatchOptions, 'after' | 'epoch' | 'gen' | 'minOffset'> {
+    const saved = this.position;
+    if (saved) {
+      if (stored && stored.epoch === saved.epoch && stored.offset > saved.offset) this.handledThrough = stored.offset;
+      return { after: saved.offset, epoch: saved.epoch, ...(saved.gen === undefined ? {} : { gen: saved.gen }) };
+    }
+    return stored && stored.offset > 0 ? { minOffset: stored.offset, epoch: stored.epoch } : {};
   }
 
   /** Takes the expiries of a new state (a snapshot or a checkpoint); those already past are not announced. */
@@ -455,5 +480,3 @@ export class StateMirror<T = unknown> extends EventEmitter<StateMirrorEvents<T>>
     }
   }
 }
-
-const consumerOption = (given: string | { name: string; hold?: boolean }) => (typeof given === 'string' ? { name: given } : given);

@@ -20,7 +20,7 @@ export interface WatchOptions {
    * Without it: from a snapshot.
    */
   after?: number | 'head';
-  /** The epoch `after` belongs to: another epoch is a reset. */
+  /** The epoch `after` (without it, the first snapshot) belongs to: another epoch is a reset. */
   epoch?: string;
   /**
    * The generation of the log's history `after` was read under (a Link's `gen`, a
@@ -58,7 +58,8 @@ export interface WatchOptions {
    * A consumer the server keeps for this watch (its name, or with options): the watch
    * starts after the consumer's committed offset when it has one and `after` is not
    * given (a reset then starts over from a snapshot), and commits each `initialized` and
-   * `progress` offset once the caller asks for the next event, having handled all before it.
+   * `progress` offset once the caller asks for the next event, having handled all before it,
+   * the changes within a second, and what was handled when the signal stops the watch.
    */
   consumer?: string | ConsumerOption;
 }
@@ -121,7 +122,8 @@ export async function* watch<T>(client: PageReader, options: WatchOptions): Asyn
   // The server narrows to the key (`key=`); the exact key is checked here as well, so
   // that a server without `key=` (which ignores it) only costs the records of other keys.
   const prefix = key === undefined ? (options.prefix ?? '') : undefined;
-  const at: Position = { after: null, epoch: options.epoch, gen: options.gen, snapshot: { minOffset: options.minOffset ?? 0 } };
+  const first = { minOffset: options.minOffset ?? 0, ...(options.after === undefined && options.epoch !== undefined ? { epoch: options.epoch } : {}) };
+  const at: Position = { after: null, epoch: options.epoch, gen: options.gen, snapshot: first };
   if (options.after === 'head') {
     const stats = (await client.stats()) as { head: number; epoch?: string };
     at.after = stats.head;
@@ -313,7 +315,7 @@ async function* streamWire<T>({ client, at, prefix, key, signal, heard }: Source
 }
 
 /** Worth trying again: no answer, a server failing or overloaded. Not 4xx, which the same request gets again. */
-function retriable(err: StatelogError): boolean {
+export function retriable(err: StatelogError): boolean {
   return err.isConnectionError || err.status >= 500 || err.status === 429;
 }
 
