@@ -75,8 +75,8 @@ export class PgConsumers implements ConsumerStore {
     const released: ConsumerRow[] = [];
     for (const row of held.filter((candidate) => holdExceeded(candidate, position, now, bounds))) {
       // Only if no commit came in between: a node that released it, or a commit, changed the row.
-      const { rowCount } = await this.transaction('BEGIN', (client) =>
-        client.query('UPDATE consumers SET hold = false, hold_released_at = $1 WHERE owner = $2 AND name = $3 AND hold AND committed_at = $4', [
+      const { rowCount } = await translated(
+        this.pool.query('UPDATE consumers SET hold = false, hold_released_at = $1 WHERE owner = $2 AND name = $3 AND hold AND committed_at = $4', [
           now,
           row.owner,
           row.name,
@@ -110,12 +110,8 @@ export class PgConsumers implements ConsumerStore {
   }
 
   /** The work in a transaction; its failure told by kind (an unreachable database is a 503, not a 500). */
-  private async transaction<T>(begin: string, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
-    try {
-      return await this.untranslated(begin, work);
-    } catch (err) {
-      throw translate(err, postgresErrorKinds);
-    }
+  private transaction<T>(begin: string, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+    return translated(this.untranslated(begin, work));
   }
 
   private async untranslated<T>(begin: string, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
@@ -133,5 +129,14 @@ export class PgConsumers implements ConsumerStore {
     } finally {
       client.release(broken);
     }
+  }
+}
+
+/** The query's failure told by kind, as the store's own methods' are. */
+async function translated<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    throw translate(err, postgresErrorKinds);
   }
 }
