@@ -121,7 +121,7 @@ export async function cuttableProxy(host: string, port: number): Promise<Cuttabl
   });
   const listening = await relay.listen();
   let up = true;
-  return {
+  const proxy: CuttableProxy = {
     port: listening,
     get connections() {
       return connections;
@@ -143,12 +143,13 @@ export async function cuttableProxy(host: string, port: number): Promise<Cuttabl
     async retarget(newHost, newPort) {
       target.host = newHost;
       target.port = newPort;
-      await this.cut();
-      await this.restore();
+      await proxy.cut();
+      await proxy.restore();
     },
     async close() {
       if (up) await relay.stop();
       up = false;
     },
   };
+  return proxy;
 }
