@@ -29,6 +29,7 @@ export default defineConfig({
         ...tierFiles(tier),
         env: { STATELOG_TEST_STORE: tier.store, ...tier.env },
         globalSetup: tier.globalSetup,
+        fileParallelism: !tier.serial,
       },
     })),
   },

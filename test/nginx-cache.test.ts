@@ -88,6 +88,8 @@ class Follower {
     if (res.status === 410) {
       const body = (await res.json()) as { error: { epoch?: string } };
       if (body.error.epoch) this.epoch = body.error.epoch;
+      // Not caught up until the new snapshot is in: converged() must not count the old state.
+      this.offset = -1;
       this.next = '';
       return;
     }

@@ -32,6 +32,8 @@ export interface Tier {
    * knowingly does not provide yet.
    */
   optionalInCi?: boolean;
+  /** Its files one at a time: each starts a whole cluster, and two at once starve each other's timers. */
+  serial?: boolean;
   env?: Record<string, string>;
 }
 
@@ -219,6 +221,7 @@ export const SLOW_TIERS: Tier[] = [
     onPostgresToo: false,
     globalSetup: [BUILD],
     needs: [HA],
+    serial: true,
   },
 ];
 

@@ -279,7 +279,12 @@ function equal(a: Map<string, unknown>, b: Map<string, unknown>): boolean {
 export async function servedRecords(url: string): Promise<Array<{ offset: number; key: string; value?: unknown }>> {
   const out: Array<{ offset: number; key: string; value?: unknown }> = [];
   for (let path = '/v1/changes?after=0&limit=1000'; ; ) {
-    const res = await fetch(`${url}${path}`);
+    // A 503 is "retry later", as for any reader: the cluster may still be settling.
+    let res = await fetch(`${url}${path}`);
+    for (const deadline = Date.now() + 30_000; res.status === 503 && Date.now() < deadline; res = await fetch(`${url}${path}`)) {
+      await res.arrayBuffer();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
     if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${await res.text()}`);
     const body = (await res.json()) as { records: Array<{ offset: number; key: string; value?: unknown }> };
     if (body.records.length === 0) return out;
