@@ -305,7 +305,18 @@ export class HaCluster {
   async killMachine(name: MemberName): Promise<void> {
     const member = this.member(name);
     const roots = [member.patroni?.proc.pid, postmasterPid(member.dataDir), ...processesMentioning(member.dataDir)].filter((pid): pid is number => typeof pid === 'number');
-    await killAll(withDescendants(roots));
+    // Frozen first, all of them, then killed: a machine vanishes at once. Killed one by one,
+    // backends outlive the postmaster for a moment, and a commit whose standby wait its death
+    // ended is visible to them (the postmaster scenario covers that case).
+    const pids = withDescendants(roots);
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGSTOP');
+      } catch {
+        // Already gone.
+      }
+    }
+    await killAll(pids);
     await member.patroni?.exited;
   }
 
