@@ -174,7 +174,19 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
   it("loss of the primary's machine: the synchronous standby takes over; nothing lost or doubled, followers carry on", async () => {
     showLogsOnFailure();
     const leader = (await cluster.leader())!;
-    const { outcome, diverged, faultAt, resumedAt, pause } = await scenario(() => cluster.killMachine(leader), 'machine', () => cluster.restartMachine(leader));
+    let syncAtFault: { patroni: MemberName | null; postgres: unknown } | undefined;
+    const { outcome, diverged, faultAt, resumedAt, pause } = await scenario(
+      async () => {
+        // Which standby commits waited for, by Patroni's key and by PostgreSQL's setting, to
+        // set beside the member promoted when a follower is told log_diverged.
+        const [patroni, [setting]] = await Promise.all([cluster.syncStandby(), cluster.sql(leader, 'SHOW synchronous_standby_names')]);
+        syncAtFault = { patroni, postgres: setting?.synchronous_standby_names };
+        await cluster.killMachine(leader);
+      },
+      'machine',
+      () => cluster.restartMachine(leader),
+    );
+    if (outcome.resets.length > 0) console.error(`machine loss: ${leader} lost while Patroni's synchronous standby was ${syncAtFault?.patroni} and synchronous_standby_names '${String(syncAtFault?.postgres)}'; ${await cluster.leader()} promoted`);
     expectNothingLost(outcome, diverged);
     expectReadinessTruthful(outcome, faultAt, resumedAt);
     // The synchronous standby had every acknowledged commit. A follower may still be told to
