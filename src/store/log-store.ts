@@ -225,8 +225,12 @@ export interface LogStore {
   watchRewind?(onRewind: (position: LogPosition) => void): () => void;
   get(key: string): Promise<StoredEntry | null>;
   list(query: ListQuery): Promise<ListPage>;
-  /** In order, in one transaction: each request all or nothing, a refused one never affecting its neighbours. */
-  commit(requests: WriteRequest[], now: number): Promise<WriteResult[]>;
+  /**
+   * In order, in one transaction: each request all or nothing, a refused one never affecting its
+   * neighbours; resolves once durable. `onApplied` is called once the transaction is applied (the
+   * next group may commit after it) and before it is durable, by a store that applies after returning.
+   */
+  commit(requests: WriteRequest[], now: number, onApplied?: () => void): Promise<WriteResult[]>;
   readChanges(query: ChangesQuery): Promise<ChangesPage>;
   /** A key's records that compaction has not removed yet, newest first, within a bounded scan. */
   history(query: HistoryQuery): Promise<HistoryPage>;

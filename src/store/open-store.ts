@@ -20,6 +20,7 @@ export async function openStore(config: Config, hooks: StoreHooks = {}): Promise
       url: config.databaseUrl!,
       poolSize: config.pgPoolSize,
       queryTimeoutMs: config.pgQueryTimeoutMs,
+      durableWaitMs: config.writeTimeoutMs,
       snapshotPoolSize: config.maxSnapshots,
       sync: config.sync,
       idempotencyTtlMs: config.idempotencyTtlMs,

@@ -1,10 +1,10 @@
 // Group commit. There is one writer: every write request that arrives in the same
 // event-loop turn is queued, and the queue is committed as one transaction from
 // setImmediate, after the turn's I/O callbacks have all run. Each request is answered
-// only once that transaction is durable. While a commit is running on an asynchronous
-// store (PostgreSQL), new requests wait for the next group; on SQLite the transaction
-// is done when commit() returns, so the next group commits while this one waits for its
-// fsync, and one fsync serves every group committed before it started (wal-syncer.ts).
+// only once that transaction is durable. The next group commits once this one is applied,
+// while it waits for durability: on SQLite when commit() returns, and one fsync serves every
+// group committed before it started (wal-syncer.ts); on PostgreSQL when the store says so
+// (onApplied), and one barrier serves every group appended before it (durable-head.ts).
 //
 // The expirer's deletes wait in a lane of their own (submitExpiry) and are paced here,
 // so that writers never wait behind many of them. A group takes every writer's request
@@ -141,14 +141,16 @@ export class WriteBatcher {
     setImmediate(() => {
       this.scheduled = false;
       if (this.queue.length === 0 && !this.expiriesAloneNow()) return;
-      const flushing = this.flush();
+      let applied!: () => void;
+      const appliedOrSettled = new Promise<void>((resolve) => (applied = resolve));
+      const flushing = this.flush(applied);
+      this.awaitingSync.add(flushing);
+      void flushing.finally(() => this.awaitingSync.delete(flushing));
       if (this.store.appliesBeforeReturning) {
-        this.awaitingSync.add(flushing);
-        void flushing.finally(() => this.awaitingSync.delete(flushing));
         if (this.expiries.length > 0) this.schedule();
         return;
       }
-      this.inFlight = flushing.finally(() => {
+      this.inFlight = Promise.race([appliedOrSettled, flushing]).finally(() => {
         this.inFlight = null;
         if (this.queue.length > 0 || this.expiries.length > 0) this.schedule();
       });
@@ -193,7 +195,7 @@ export class WriteBatcher {
     this.expiryShareAt = performance.now() + share * ms * (1 / EXPIRY_TIME_SHARE - 1);
   }
 
-  private async flush(): Promise<void> {
+  private async flush(applied: () => void): Promise<void> {
     const group = this.queue;
     this.queue = [];
     const share = this.takeExpiries(group);
@@ -202,17 +204,21 @@ export class WriteBatcher {
     let head: number;
     const started = performance.now();
     try {
+      // What the group cost writers: the time it held the next group back (the event loop's
+      // on SQLite, the append's round trip on PostgreSQL).
+      const onApplied = () => {
+        if (share > 0) this.chargeExpiries(share, performance.now() - started);
+        applied();
+      };
       const committing = this.store.commit(
         group.map((pending) => pending.request),
         this.now(),
+        onApplied,
       );
       // This group's head, before later groups commit while it waits for its fsync.
       head = this.store.position().head;
-      // What the group cost writers: the event loop's time (SQLite), or the time it held
-      // the next group back (PostgreSQL commits one group at a time).
-      if (share > 0 && this.store.appliesBeforeReturning) this.chargeExpiries(share, performance.now() - started);
+      if (this.store.appliesBeforeReturning) onApplied();
       results = await committing;
-      if (share > 0 && !this.store.appliesBeforeReturning) this.chargeExpiries(share, performance.now() - started);
     } catch (err) {
       for (const pending of group) pending.reject(err);
       return;

@@ -67,6 +67,7 @@ describe('migrations', () => {
       { version: 4, name: '004_expiry_index.sql' },
       { version: 5, name: '005_consumers.sql' },
       { version: 6, name: '006_lineage.sql' },
+      { version: 7, name: '007_durable_head.sql' },
     ]);
     const epochs = await client.query('SELECT epoch FROM meta');
     expect(epochs.rows).toHaveLength(1);

@@ -9,7 +9,7 @@ export const pgTypes = {
     oid === INT8_OID ? (text: string) => Number(text) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-/** The channel every node LISTENs on; the payload is '<new head> <committing node's id>'. */
+/** The channel every node LISTENs on; the payload is '<durable head> <node that made it durable>'. */
 export const CHANGES_CHANNEL = 'statelog_changes';
 
 /** The exclusive bound of keys with `prefix` (its last code point + 1; null: none): COLLATE "C" keeps code point order. */
@@ -43,6 +43,13 @@ export const GROUP_READ_SQL = `
 export const APPEND_SQL = `
   SELECT out_base AS base FROM statelog_append($1::text[], $2::bigint[], $3::boolean[], $4::text[], $5::text[],
     $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::bigint[], $11::bigint, $12::bigint, $13::boolean, $14::bigint, $15::text)`;
+
+// The head, with a transaction that writes WAL (a logical message, which touches no table): its
+// synchronous commit flushes, and waits for a synchronous standby, past every commit the head counts.
+export const BARRIER_SQL = `SELECT head, pg_logical_emit_message(true, 'statelog', 'durable') AS lsn FROM meta WHERE id = 1`;
+
+/** Tells every node of a durable head ('<head> <node>'); it writes no WAL, so its commit waits for nothing. */
+export const NOTIFY_SQL = `SELECT pg_notify('${CHANGES_CHANNEL}', $1)`;
 
 /** Key $1's live value unless it expired by $2. */
 export const GET_SQL = `

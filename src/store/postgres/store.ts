@@ -1,12 +1,14 @@
 // The PostgreSQL log store, shared by stateless nodes: offsets in commit order through the
-// meta row's lock, and groups planned unlocked where they may be (docs/postgres.md).
+// meta row's lock, held for the append alone (its flush is waited for outside it, by a barrier
+// that serves many commits: durable-head.ts), and groups planned unlocked where they may be
+// (docs/postgres.md).
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
-import { storeErrorKind, translate, WriteRoom } from '../store-errors.js';
+import { StoreError, storeErrorKind, translate, WriteRoom } from '../store-errors.js';
 import { postgresErrorKinds } from './errors.js';
-import { conditionsOnOwnOffsets, groupKeys, planWrites } from '../write-plan.js';
+import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState } from '../write-plan.js';
 import type {
   CountedMeta,
   ChangesPage,
@@ -31,6 +33,7 @@ import type {
 import { changesUntil, countersOf, HISTORY_SCAN_RECORDS, LIST_SCAN_SLACK } from '../log-store.js';
 import { PgCompactionPass } from './compaction.js';
 import { PgConsumers } from './consumers.js';
+import { DurableHead, NotDurable } from './durable-head.js';
 import { HeadWatch } from './head-watch.js';
 import { KnownPosition } from './known-position.js';
 import { ReadinessProbe } from './readiness-probe.js';
@@ -40,6 +43,7 @@ import { appendParams, readGroup, writeStatement } from './write-group.js';
 import { PgSnapshot } from './snapshot.js';
 import {
   APPEND_SQL,
+  BARRIER_SQL,
   BEGIN_AND_LOCK_SQL,
   CHANGES_SQL,
   COUNTERS_SQL,
@@ -47,6 +51,7 @@ import {
   GET_SQL,
   KEY_HISTORY_SQL,
   LIST_SQL,
+  NOTIFY_SQL,
   PROBE_ROWS,
   PROBE_SQL,
   PURGE_SQL,
@@ -68,6 +73,8 @@ export interface PgStoreOptions {
   /** full: the server's own synchronous_commit (on by default); normal: off for statelog's sessions. */
   sync: SyncMode;
   idempotencyTtlMs: number;
+  /** How long a read waits for the log to be durable up to what it shows (default 10000; the write deadline). */
+  durableWaitMs?: number;
   /** Period of the catch-up read of the head (default 1000). */
   catchUpMs?: number;
   migrationsDir?: string;
@@ -80,6 +87,9 @@ export class PgStore implements LogStore {
   private readonly snapshotPool: pg.Pool;
   /** Commits, on connections without a statement timeout (write-connections.ts). */
   private readonly writes: WriteConnections;
+  /** The barriers that make commits durable, one at a time, on a connection of their own. */
+  private readonly barriers: WriteConnections;
+  private readonly durable: DurableHead;
   private readonly watch: HeadWatch;
   private readonly probe: ReadinessProbe;
   private readonly errorWatchers = new Set<(err: Error) => void>();
@@ -125,7 +135,15 @@ export class PgStore implements LogStore {
       idleTimeoutMillis: 30_000,
     });
     this.snapshotPool = new pg.Pool({ ...client, ...answered, options: pgOptions([]), max: options.snapshotPoolSize, idleTimeoutMillis: 10_000 });
-    const writePool = new pg.Pool({ ...client, options: pgOptions(['idle_in_transaction_session_timeout=10000']), max: WRITE_CONNECTIONS, idleTimeoutMillis: 30_000 });
+    // Appends commit without waiting for their flush (the barrier waits, outside the lock).
+    const writePool = new pg.Pool({
+      ...client,
+      options: pgOptions(['idle_in_transaction_session_timeout=10000', ...(options.sync === 'full' ? ['synchronous_commit=off'] : [])]),
+      max: WRITE_CONNECTIONS,
+      idleTimeoutMillis: 30_000,
+    });
+    // The server's own synchronous_commit: a barrier's commit waits as a write's would.
+    const barrierPool = new pg.Pool({ ...client, options: pgOptions([]), max: 1, idleTimeoutMillis: 30_000 });
     const check = async (pid: number): Promise<SessionState> => {
       const { rows } = await this.pool.query<{ state: string | null; wait_event: string | null }>(SESSION_SQL, [pid]);
       const session = rows[0];
@@ -133,7 +151,9 @@ export class PgStore implements LogStore {
       return session.wait_event === 'SyncRep' ? 'waiting_for_standby' : 'running';
     };
     this.writes = new WriteConnections(writePool, check);
-    for (const pool of [this.pool, this.snapshotPool, writePool]) {
+    this.barriers = new WriteConnections(barrierPool, check);
+    this.durable = new DurableHead(options.sync === 'full' ? () => this.barrier() : undefined);
+    for (const pool of [this.pool, this.snapshotPool, writePool, barrierPool]) {
       // An idle pooled connection that breaks must not take the process down,
       pool.on('error', (err) => this.reportError(err));
       // nor a checked-out one, whose holder learns of the break from its next query.
@@ -145,8 +165,18 @@ export class PgStore implements LogStore {
     this.watch = new HeadWatch({
       node: this.node,
       client: this.untimedClient,
-      read: () => readMeta(this.pool),
-      learn: (position) => this.known.learn(position, true),
+      // No deadline: while commits do not complete, the catch-up waits (one at a time) instead of
+      // failing as a broken connection would.
+      read: async () => {
+        const position = await readMeta(this.pool);
+        await this.durable.cover(position.head);
+        return position;
+      },
+      learn: (position) => {
+        // Another node's barrier made it durable.
+        this.durable.learn(position.head);
+        this.known.learn(position, true);
+      },
       learnRead: (position) => this.known.read(position),
       onError: (err) => this.reportError(err),
       catchUpMs: options.catchUpMs ?? 1000,
@@ -164,6 +194,7 @@ export class PgStore implements LogStore {
       await client.connect();
       try {
         await migratePostgres(client, options.migrationsDir);
+        // Not waited on: a node starts while commits cannot complete, and says so in /readyz.
         store.known.read(await readMeta(client));
       } finally {
         await client.end().catch(() => {});
@@ -190,7 +221,7 @@ export class PgStore implements LogStore {
   }
 
   async readPosition(): Promise<LogPosition> {
-    const read = await readMeta(this.pool);
+    const read = await this.readMeta(this.pool);
     this.known.read(read);
     return read;
   }
@@ -215,16 +246,52 @@ export class PgStore implements LogStore {
   /** A broken connection: the database may be another one now (a failover), so what the node holds is suspect. */
   private reportError(err: Error): void {
     this.known.lost();
+    this.durable.reset();
     // Told by kind, as the store's methods' failures are: an outage is logged as one, briefly.
     const translated = translate(err, postgresErrorKinds) as Error;
     for (const watcher of this.errorWatchers) watcher(translated);
+  }
+
+  /** The meta row, once its head is durable. */
+  private async readMeta(db: pg.Pool): Promise<LogPosition> {
+    const position = await readMeta(db);
+    await this.shown(position.head);
+    return position;
+  }
+
+  /** Waits until an answer that shows offsets up to `offset` shows only durable records, for as long as a write may wait. */
+  private async shown(offset: number): Promise<void> {
+    try {
+      await this.durable.cover(offset, this.options.durableWaitMs ?? 10_000);
+    } catch (err) {
+      // The barrier's commit is not the reader's: its records are there to be read again.
+      if (err instanceof NotDurable || storeErrorKind(err) === 'outcome_unknown') throw new StoreError('unavailable', err as Error);
+      throw err;
+    }
+  }
+
+  /** Commits a transaction that writes WAL, synchronously: every commit before its statement is then durable. */
+  private async barrier(): Promise<number> {
+    const connection = await this.barriers.connect();
+    let head: number;
+    try {
+      head = (await connection.commits(() => connection.client.query<{ head: number }>(BARRIER_SQL))).rows[0]!.head;
+    } finally {
+      connection.release();
+    }
+    // Other nodes' readers may be served up to it; a lost notification waits for their catch-up read.
+    // A failure is the database's, which the barrier's next use or the readiness probe tells.
+    this.pool.query(NOTIFY_SQL, [`${head} ${this.node}`]).catch(() => {});
+    return head;
   }
 
   async get(key: string): Promise<StoredEntry | null> {
     type Row = { key: string; value: string; seq: number; ts: number; expires_at: number | null };
     const { rows } = await this.pool.query<Row>(GET_SQL, [key, Date.now()]);
     const row = rows[0];
-    return row ? { key: row.key, value: row.value, offset: row.seq, ts: row.ts, expiresAt: row.expires_at } : null;
+    if (!row) return null;
+    await this.shown(row.seq);
+    return { key: row.key, value: row.value, offset: row.seq, ts: row.ts, expiresAt: row.expires_at };
   }
 
   async list(query: ListQuery): Promise<ListPage> {
@@ -239,6 +306,7 @@ export class PgStore implements LogStore {
       query.limit + LIST_SCAN_SLACK,
     ]);
     const { head, scan_end: scanEnd } = rows[0]!;
+    await this.shown(head);
     this.learn({ head }, true);
     const items = rows.filter((row) => row.key !== null).map((row) => ({ key: row.key!, value: row.value, offset: row.seq, ts: row.ts, expiresAt: row.expires_at }));
     // Keys were read past the size bound: the page stopped early and more follow.
@@ -260,6 +328,7 @@ export class PgStore implements LogStore {
       query.key ?? null,
     ]);
     const { head, horizon, epoch, lineage } = rows[0]!;
+    await this.shown(head);
     this.known.read({ head, horizon, epoch, lineage });
     const records: StoredRecord[] = [];
     for (const row of rows) {
@@ -283,6 +352,7 @@ export class PgStore implements LogStore {
       HISTORY_SCAN_RECORDS,
     ]);
     const { head, examined_to: examinedTo } = rows[0]!;
+    await this.shown(head);
     this.learn({ head }, true);
     const records: StoredRecord[] = [];
     for (const row of rows) {
@@ -299,15 +369,28 @@ export class PgStore implements LogStore {
     if (this.closed) throw new Error('the store is closed');
     const snapshot = await PgSnapshot.open(this.snapshotPool, prefix, (closed) => this.snapshots.delete(closed));
     this.snapshots.add(snapshot);
+    try {
+      await this.shown(snapshot.offset);
+    } catch (err) {
+      snapshot.close();
+      throw err;
+    }
     return snapshot;
   }
 
   // Planned from an unlocked read and written by statelog_append() in one statement; applied
-  // under the lock instead when it must be (docs/postgres.md, "Group commit per node").
-  async commit(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+  // under the lock instead when it must be (docs/postgres.md, "Group commit per node"). Answered
+  // once a barrier has made it durable; the next group may append meanwhile.
+  async commit(requests: WriteRequest[], now: number, onApplied?: () => void): Promise<WriteResult[]> {
     let results: WriteResult[];
     try {
-      results = await this.commitGroup(requests, now);
+      const applied = await this.commitGroup(requests, now);
+      onApplied?.();
+      await this.durable.cover(applied.head);
+      // Others' commits below this group's are durable too.
+      this.learn({ head: applied.base }, true);
+      this.learn({ head: applied.head }, false);
+      results = applied.results;
     } catch (err) {
       this.room.failed(err);
       throw err;
@@ -316,7 +399,7 @@ export class PgStore implements LogStore {
     return results;
   }
 
-  private async commitGroup(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+  private async commitGroup(requests: WriteRequest[], now: number): Promise<Applied> {
     if (!requests.some((request) => request.idempotency) && !conditionsOnOwnOffsets(requests)) {
       const results = await this.commitPlanned(requests, now);
       if (results) return results;
@@ -332,14 +415,14 @@ export class PgStore implements LogStore {
     return this.conflicts;
   }
 
-  private async commitPlanned(requests: WriteRequest[], now: number): Promise<WriteResult[] | null> {
+  private async commitPlanned(requests: WriteRequest[], now: number): Promise<Applied | null> {
     const { keys, incrKeys } = groupKeys(requests);
     const read = await readGroup(this.pool, keys, incrKeys, []);
     const input = { requests, now, idempotencyTtlMs: this.options.idempotencyTtlMs };
     // Offsets relative to the head at commit, which only the database knows.
     const relative = planWrites({ ...input, head: 0 }, read.source);
-    // Only refusals: decided on a committed state read after the requests arrived.
-    if (relative.records.length === 0) return relative.results;
+    // Only refusals: decided on a committed state read after the requests arrived, shown once durable.
+    if (relative.records.length === 0) return { results: relative.results, base: 0, head: maxOffsetRead(read.state) };
     const verify = { keys, state: read.state };
     const connection = await this.writes.connect();
     let appended: { base: number }[];
@@ -353,12 +436,10 @@ export class PgStore implements LogStore {
     // The same inputs give the same decisions (no condition meets a record of the group:
     // see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
     const plan = planWrites({ ...input, head: base }, read.source);
-    this.learn({ head: base }, true);
-    this.learn({ head: plan.head }, false);
-    return plan.results;
+    return { results: plan.results, base, head: plan.head };
   }
 
-  private async commitLocked(requests: WriteRequest[], now: number): Promise<WriteResult[]> {
+  private async commitLocked(requests: WriteRequest[], now: number): Promise<Applied> {
     const connection = await this.writes.connect();
     const { client } = connection;
     let broken: Error | undefined;
@@ -371,9 +452,8 @@ export class PgStore implements LogStore {
       const write = writeStatement(plan, now, this.node);
       if (write) await client.query(write.text, write.values);
       await connection.commits(() => client.query('COMMIT'));
-      this.learn({ head: meta.head, horizon: meta.horizon }, true);
-      this.learn({ head: plan.head }, false);
-      return plan.results;
+      this.learn({ head: 0, horizon: meta.horizon }, true);
+      return { results: plan.results, base: meta.head, head: plan.head };
     } catch (err) {
       // Nothing of the group was committed, unless COMMIT itself went unanswered; a connection that
       // cannot even roll back is dropped.
@@ -387,6 +467,7 @@ export class PgStore implements LogStore {
   async counters(): Promise<StoreCounters> {
     const { rows } = await this.pool.query<CountedMeta>(COUNTERS_SQL, [Date.now()]);
     const meta = rows[0]!;
+    await this.shown(meta.head);
     this.learn(meta, true);
     return countersOf({ ...meta, digest: digestHex(BigInt(meta.digest)) });
   }
@@ -457,6 +538,21 @@ export class PgStore implements LogStore {
   }
 }
 
+/** A group applied (visible to other transactions) but perhaps not yet durable: offsets (base, head]. */
+interface Applied {
+  results: WriteResult[];
+  base: number;
+  head: number;
+}
+
+/** The highest offset among the state rows read: what a refusal may show. */
+function maxOffsetRead(state: ReadonlyMap<string, KeyState>): number {
+  let max = 0;
+  for (const row of state.values()) if (row.offset > max) max = row.offset;
+  return max;
+}
+
+/** The meta row as one statement reads it. */
 async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
   return (await db.query<LogPosition>('SELECT head, horizon, epoch, lineage FROM meta WHERE id = 1')).rows[0]!;
 }

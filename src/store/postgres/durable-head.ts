@@ -1,0 +1,104 @@
+// How far the shared log is durable (flushed, and confirmed by a synchronous standby when there
+// is one), like Kafka's high watermark. Commits append under the meta row's lock without waiting
+// for their WAL flush, so the lock is held for the append alone; a barrier then makes every earlier
+// commit durable at once: a transaction that writes WAL commits synchronously, and PostgreSQL
+// flushes and replicates WAL in order. Nothing is answered beyond what is durable: a write waits
+// for a barrier that covers its offsets, a read for one that covers the head it shows.
+
+/** One barrier: commits synchronously and returns the head its statement saw (all durable now). */
+export type Barrier = () => Promise<number>;
+
+export class NotDurable extends Error {
+  constructor(offset: number, withinMs: number) {
+    super(`the log was not durable up to offset ${offset} within ${withinMs} ms: commits are not completing`);
+    this.name = 'NotDurable';
+  }
+}
+
+interface Waiter {
+  offset: number;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+export class DurableHead {
+  private durable = 0;
+  private waiters: Waiter[] = [];
+  private running = false;
+
+  /** `barrier` undefined: every commit is acknowledged as the server makes it (STATELOG_SYNC=normal). */
+  constructor(private readonly barrier: Barrier | undefined) {}
+
+  get value(): number {
+    return this.barrier ? this.durable : Number.MAX_SAFE_INTEGER;
+  }
+
+  /** A head another node's barrier made durable (its notification). */
+  learn(head: number): void {
+    if (head > this.durable) this.durable = head;
+    this.settle();
+  }
+
+  /** The database may be another one now (a failover): nothing is taken as durable until a barrier says so. */
+  reset(): void {
+    this.durable = 0;
+  }
+
+  /**
+   * Resolves once every offset up to `offset` is durable; rejects with the barrier's failure, or
+   * after `withinMs` with a NotDurable (the wait is then forgotten, not left to pile up in an outage).
+   */
+  cover(offset: number, withinMs?: number): Promise<void> {
+    if (offset <= this.value) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = { offset, resolve, reject };
+      if (withinMs !== undefined) {
+        const timer = setTimeout(() => {
+          this.waiters = this.waiters.filter((other) => other !== waiter);
+          reject(new NotDurable(offset, withinMs));
+        }, withinMs);
+        waiter.resolve = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        waiter.reject = (err) => {
+          clearTimeout(timer);
+          reject(err);
+        };
+      }
+      this.waiters.push(waiter);
+      this.run();
+    });
+  }
+
+  /** One barrier at a time: those who wait meanwhile share the next. */
+  private run(): void {
+    if (this.running || this.waiters.length === 0 || !this.barrier) return;
+    this.running = true;
+    // Only offsets committed before the barrier's statement began are covered by it.
+    const waiting = new Set(this.waiters);
+    this.barrier().then(
+      (head) => {
+        this.running = false;
+        this.learn(head);
+        this.run();
+      },
+      (err: unknown) => {
+        this.running = false;
+        for (const waiter of waiting) waiter.reject(err);
+        this.waiters = this.waiters.filter((waiter) => !waiting.has(waiter));
+        this.run();
+      },
+    );
+  }
+
+  private settle(): void {
+    if (this.waiters.length === 0) return;
+    const still: Waiter[] = [];
+    for (const waiter of this.waiters) {
+      if (waiter.offset <= this.durable) waiter.resolve();
+      else still.push(waiter);
+    }
+    this.waiters = still;
+  }
+}

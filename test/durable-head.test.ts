@@ -1,0 +1,96 @@
+// The durable head's barriers: one at a time, shared by every wait that began before it, and
+// never taken as covering a commit made after its statement began.
+import { describe, expect, it } from 'vitest';
+import { DurableHead, NotDurable } from '../src/store/postgres/durable-head.js';
+
+/** Barriers that the test answers one by one, with the head each one saw. */
+function controlledBarriers() {
+  const calls: { answer(head: number): void; fail(err: Error): void }[] = [];
+  const barrier = () =>
+    new Promise<number>((resolve, reject) => {
+      calls.push({ answer: resolve, fail: reject });
+    });
+  return { calls, barrier };
+}
+
+const settled = async <T>(promise: Promise<T>) => {
+  let state = 'pending';
+  promise.then(
+    () => (state = 'resolved'),
+    () => (state = 'rejected'),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  return state;
+};
+
+describe('the durable head', () => {
+  it('answers a wait once a barrier saw its offset, and those who came during a barrier share the next', async () => {
+    const { calls, barrier } = controlledBarriers();
+    const durable = new DurableHead(barrier);
+    const first = durable.cover(3);
+    expect(calls).toHaveLength(1);
+    const second = durable.cover(5);
+    const third = durable.cover(6);
+    // One barrier at a time.
+    expect(calls).toHaveLength(1);
+    calls[0]!.answer(4);
+    expect(await settled(first)).toBe('resolved');
+    expect(await settled(second)).toBe('pending');
+    // The two left share one barrier.
+    expect(calls).toHaveLength(2);
+    calls[1]!.answer(6);
+    expect(await settled(second)).toBe('resolved');
+    expect(await settled(third)).toBe('resolved');
+    expect(durable.value).toBe(6);
+    // Covered already: no barrier.
+    await durable.cover(6);
+    expect(calls).toHaveLength(2);
+  });
+
+  it('a failed barrier fails the waits it was for; a wait that came during it gets the next', async () => {
+    const { calls, barrier } = controlledBarriers();
+    const durable = new DurableHead(barrier);
+    const before = durable.cover(2);
+    const during = (async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      return durable.cover(3);
+    })();
+    await new Promise((resolve) => setImmediate(resolve));
+    calls[0]!.fail(new Error('the standby did not confirm'));
+    await expect(before).rejects.toThrow('the standby did not confirm');
+    expect(calls).toHaveLength(2);
+    calls[1]!.answer(3);
+    await expect(during).resolves.toBeUndefined();
+  });
+
+  it("another node's durable head answers waits at once; a reset makes the next wait run a barrier", async () => {
+    const { calls, barrier } = controlledBarriers();
+    const durable = new DurableHead(barrier);
+    const waiting = durable.cover(10);
+    durable.learn(12);
+    expect(await settled(waiting)).toBe('resolved');
+    durable.reset();
+    expect(durable.value).toBe(0);
+    const again = durable.cover(1);
+    // The barrier still under way was started before the reset; the wait is its.
+    calls[0]!.answer(12);
+    expect(await settled(again)).toBe('resolved');
+  });
+
+  it('a wait gives up after its time, and is forgotten', async () => {
+    const { calls, barrier } = controlledBarriers();
+    const durable = new DurableHead(barrier);
+    const err = await durable.cover(1, 20).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotDurable);
+    expect((err as Error).message).toMatch(/not durable up to offset 1 within 20 ms/);
+    calls[0]!.answer(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(durable.value).toBe(1);
+  });
+
+  it('with no barrier (commits acknowledged as the server makes them) everything is durable', async () => {
+    const durable = new DurableHead(undefined);
+    await durable.cover(Number.MAX_SAFE_INTEGER - 1);
+    expect(durable.value).toBe(Number.MAX_SAFE_INTEGER);
+  });
+});
