@@ -13,9 +13,9 @@ beforeEach(async () => {
   const store = t.app.services.store;
   const commit = store.commit.bind(store);
   transactions = [];
-  store.commit = (requests, now) => {
+  store.commit = (requests, now, onApplied) => {
     transactions.push(requests.length);
-    return commit(requests, now);
+    return commit(requests, now, onApplied);
   };
 });
 afterEach(async () => {

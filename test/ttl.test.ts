@@ -168,7 +168,7 @@ describe('TTL', () => {
     const { store } = app.app.services;
     const commit = store.commit.bind(store);
     const groups: { expiry: boolean; ops: number; ttlSets: number }[][] = [];
-    store.commit = (requests, now) => {
+    store.commit = (requests, now, onApplied) => {
       groups.push(
         requests.map((request) => ({
           expiry: request.ops.some((op) => op.op === 'delete' && op.expiry === true),
@@ -176,7 +176,7 @@ describe('TTL', () => {
           ttlSets: request.ops.filter((op) => op.op === 'set' && op.ttlMs !== undefined).length,
         })),
       );
-      return commit(requests, now);
+      return commit(requests, now, onApplied);
     };
     let writing = true;
     // PUTs without a TTL, and batches of sets with one (which come due long after the test).
@@ -218,13 +218,16 @@ describe('TTL', () => {
     const { store } = app.app.services;
     const commit = store.commit.bind(store);
     const spans: { start: number; end: number }[] = [];
-    store.commit = (requests, now) => {
+    store.commit = (requests, now, onApplied) => {
       const span = { start: performance.now(), end: 0 };
       spans.push(span);
-      const committing = commit(requests, now);
-      // SQLite does the group's work before returning, PostgreSQL until the promise settles.
+      // SQLite does the group's work before returning, PostgreSQL until it says the group is
+      // applied (the next group commits while this one waits to be durable).
+      const committing = commit(requests, now, () => {
+        span.end = performance.now();
+        onApplied?.();
+      });
       if (store.appliesBeforeReturning) span.end = performance.now();
-      else void committing.finally(() => (span.end = performance.now())).catch(() => {});
       return committing;
     };
     expect(await app.app.services.expirer.run()).toBe(3000);

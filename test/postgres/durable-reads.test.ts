@@ -71,6 +71,17 @@ describe('reads and writes on PostgreSQL wait for durability', () => {
       }
       expect(seen).toBe(true);
 
+      // No lock is held through that wait: the next writes, of this node and of the other, are
+      // appended while the first is still unconfirmed (they wait for the same confirmation).
+      const others = [http(a.url, 'PUT', '/v1/keys/other-a', { value: 'a' }), http(b.url, 'PUT', '/v1/keys/other-b', { value: 'b' })];
+      let appended = 0;
+      for (let i = 0; i < 100 && appended < 2; i++) {
+        const { rows } = await admin.query("SELECT key FROM log WHERE key IN ('other-a', 'other-b')");
+        appended = rows.length;
+        if (appended < 2) await sleep(20);
+      }
+      expect(appended).toBe(2);
+
       // Neither node shows it: each read waits for a barrier that does not complete, then 503.
       const [value, changes, list] = await Promise.all([
         http(b.url, 'GET', '/v1/keys/balance'),
@@ -85,6 +96,7 @@ describe('reads and writes on PostgreSQL wait for durability', () => {
       const answered = await write;
       expect(answered.status, JSON.stringify(answered.body)).toBe(503);
       expect(JSON.stringify(answered.body)).toContain('"outcome":"unknown"');
+      for (const other of await Promise.all(others)) expect(JSON.stringify(other.body)).toContain('"outcome":"unknown"');
       // Readiness says why.
       const ready = await http(b.url, 'GET', '/readyz');
       expect(ready.status).toBe(503);
@@ -99,7 +111,9 @@ describe('reads and writes on PostgreSQL wait for durability', () => {
       expect(value.body.value).toBe(2);
       const changes = await http(node.url, 'GET', '/v1/changes?after=0');
       expect(changes.status).toBe(200);
-      expect(changes.body.records.map((r: { value: unknown }) => r.value)).toEqual([1, 2]);
+      const values = changes.body.records.map((r: { value: unknown }) => r.value);
+      expect(values.slice(0, 2)).toEqual([1, 2]);
+      expect(values.slice(2).sort()).toEqual(['a', 'b']);
     }
   });
 });
