@@ -42,6 +42,7 @@ const FIGURES: [string, () => Promise<Figure>, { alone?: boolean }?][] = [
   ['recovery', async () => (await import('./snapshots/recovery.js')).recoveryFigure],
   ['mirror', async () => (await import('./snapshots/mirror-restart.js')).mirrorFigure],
   ['postgres', async () => (await import('./postgres/postgres.js')).postgresFigure],
+  ['postgres-scaling', async () => (await import('./postgres/scaling.js')).postgresScalingFigure, { alone: true }],
   ['tenants', async () => (await import('./writes/tenants.js')).tenantsFigure],
   ['followers', async () => (await import('./reads/followers.js')).followersFigure, { alone: true }],
   ['herd-large', async () => (await import('./reads/herd-large.js')).herdLargeFigure, { alone: true }],

@@ -13,46 +13,16 @@ import pg from 'pg';
 import type { SnapshotReader } from '../../src/store/log-store.js';
 import { PgStore } from '../../src/store/postgres/store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { closedLoop, HttpClient, type LoopResult } from '../shared/closed-loop.js';
+import { HttpClient, type LoopResult } from '../shared/closed-loop.js';
 import { describeCpu, measureCpu, pidsNamed, type CpuShare } from '../shared/cpu-share.js';
 import { alternate, ratios, type Figure, type RunSettings } from '../shared/figure.js';
-import { sleep, startStatelog, type Server } from '../shared/lib.js';
-import { putRequest } from '../writes/write.js';
+import { startStatelog, type Server } from '../shared/lib.js';
+import { Databases, putLoad } from './shared.js';
 
 const ADMIN_URL = process.env.STATELOG_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 type Side = 'sqlite' | 'pg1' | 'pg2';
 type Run = LoopResult & { cpu: CpuShare; commitsPerSecond?: number; recordsPerCommit?: number };
-
-class Databases {
-  private readonly created: string[] = [];
-  constructor(readonly admin: pg.Client) {}
-
-  async create(suffix: string): Promise<{ name: string; url: string }> {
-    const name = `statelog_bench_${process.pid}_${suffix}`;
-    await this.admin.query(`CREATE DATABASE ${name} TEMPLATE template0 ENCODING 'UTF8'`);
-    this.created.push(name);
-    const url = new URL(ADMIN_URL);
-    url.pathname = `/${name}`;
-    return { name, url: url.toString() };
-  }
-
-  /** Transactions committed in a database so far (the statistics lag up to a second). */
-  async commits(name: string): Promise<number> {
-    await sleep(1200);
-    const { rows } = await this.admin.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = $1', [name]);
-    return Number(rows[0]!.n);
-  }
-
-  async dropAll(): Promise<void> {
-    for (const name of this.created) await this.admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  }
-}
-
-/** Durable PUTs with `connections` workers spread evenly over the servers' clients. */
-function putLoad(clients: HttpClient[], connections: number, seconds: number): Promise<LoopResult> {
-  return closedLoop(connections, seconds, async (w) => void (await clients[w % clients.length]!.expectOk(putRequest())));
-}
 
 async function writeRounds(settings: RunSettings, dbs: Databases, connections: number): Promise<Record<Side, Run[]>> {
   const { name, url } = await dbs.create('write');
@@ -159,7 +129,7 @@ export const postgresFigure: Figure = {
     const snapshotKeys = settings.smoke ? 2_000 : settings.full ? 200_000 : 50_000;
     const admin = new pg.Client(ADMIN_URL);
     await admin.connect();
-    const dbs = new Databases(admin);
+    const dbs = new Databases(admin, ADMIN_URL);
     try {
       const version = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
       const runs = await writeRounds(settings, dbs, connections);
