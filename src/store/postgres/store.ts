@@ -280,6 +280,8 @@ export class PgStore implements LogStore {
       connection.release();
     }
     // Other nodes' readers may be served up to it; a lost notification waits for their catch-up read.
+    // Sent only now, not in the barrier's round trip: a barrier whose wait for the standby was
+    // cancelled would announce a head that is not durable.
     // A failure is the database's, which the barrier's next use or the readiness probe tells.
     this.pool.query(NOTIFY_SQL, [`${head} ${this.node}`]).catch(() => {});
     return head;
