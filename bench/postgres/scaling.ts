@@ -6,7 +6,8 @@
 //   npm run bench -- --only postgres-scaling          (also in npm run bench:postgres)
 // Settings (environment): STATELOG_BENCH_NODE_CORES (0.2: each node's quota, in cores),
 // STATELOG_BENCH_LOAD_CORES (0.8: the load generator's), STATELOG_BENCH_SCALING_CONNECTIONS
-// (64 in all, spread evenly over the nodes).
+// (64 in all, spread evenly over the nodes), STATELOG_BENCH_SCALING_SIDES (some sides by name,
+// pg1,pg4: every side by default).
 //
 // Confinement: a CPU cgroup per node and one for the load generator, under
 // /sys/fs/cgroup/cpu/statelog-bench-<pid>/ (cgroup v1: cpu.cfs_quota_us per 100 ms period;
@@ -456,6 +457,10 @@ interface Quotas {
 
 type SideRun = LoopResult & {
   cpu: CpuShare;
+  /** Group commits the nodes made during the measurement (their /metrics). */
+  groups: number;
+  /** Transactions PostgreSQL committed in the side's database during it (null on SQLite). */
+  transactions: number | null;
   /** Each confined group's cpu.stat counters over the measurement. */
   throttling: Record<string, Throttling>;
   /** What limited it, in words. */
@@ -473,6 +478,21 @@ const nodesMsPerRequest = (side: Side, run: Usage & Pick<SideRun, 'rps'>) => (no
 const nodesThrottled = (side: Side, run: Usage) => nodeNames(side).reduce((sum, name) => sum + share(run.throttling[name]!), 0) / SIDES[side].nodes;
 const loadThrottled = (run: Usage) => share(run.throttling[LOAD_GROUP]!);
 const pgCores = (run: Usage) => (run.cpu.cores.PostgreSQL ?? 0) + (run.cpu.cores.standby ?? 0);
+
+/** Answered requests per group commit: how many writes share each round of the write path. */
+const requestsPerGroup = (run: Pick<SideRun, 'requests' | 'groups'>) => run.requests / Math.max(1, run.groups);
+const transactionsPerRequest = (run: Pick<SideRun, 'requests' | 'transactions'>) => (run.transactions ?? 0) / Math.max(1, run.requests);
+
+/** The group commits the servers have made so far, from their /metrics. */
+async function groupCommits(servers: Server[]): Promise<number> {
+  let sum = 0;
+  for (const server of servers) {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith('statelog_group_commit_duration_seconds_count'));
+    sum += Number(line?.split(' ').pop() ?? 0);
+  }
+  return sum;
+}
 
 /** Which CPU limit a run met: the nodes' quotas, the load generator's, the machine's cores, or none. */
 function binding(side: Side, run: Usage, quotas: Quotas): string {
@@ -510,9 +530,11 @@ async function measureSide(ctx: Context, side: Side, round: number): Promise<Sid
   try {
     // Errors only: each of the many node starts would warn that no token is set.
     let env: Record<string, string> = { LOG_LEVEL: 'error' };
+    let db: { name: string; url: string } | null = null;
     if (spec.store === 'postgres') {
       await ctx.cluster.setSynchronous(spec.standby);
-      env = { ...env, STATELOG_STORE: 'postgres', DATABASE_URL: (await dbs.create(`${side}_${round + 1}`)).url };
+      db = await dbs.create(`${side}_${round + 1}`);
+      env = { ...env, STATELOG_STORE: 'postgres', DATABASE_URL: db.url };
     }
     // One at a time: the first runs the migrations.
     for (let i = 0; i < spec.nodes; i++) servers.push(await startStatelog(env));
@@ -524,6 +546,8 @@ async function measureSide(ctx: Context, side: Side, round: number): Promise<Sid
     await ctx.load.run({ ...job, seconds: ctx.settings.warmupSeconds });
     const names = [...nodeNames(side), LOAD_GROUP];
     const before = names.map((name) => ctx.groups.stat(name));
+    const groupsBefore = await groupCommits(servers);
+    const transactionsBefore = db && (await dbs.commits(db.name));
     const { result: reply, cpu } = await measureCpu(
       {
         ...Object.fromEntries(servers.map((s, i) => [nodeGroup(i), () => [s.proc.pid!]])),
@@ -534,19 +558,22 @@ async function measureSide(ctx: Context, side: Side, round: number): Promise<Sid
       () => ctx.load.run({ ...job, seconds: ctx.seconds }),
       (r) => r.cores,
     );
+    const groups = (await groupCommits(servers)) - groupsBefore;
+    const transactions = db && (await dbs.commits(db.name)) - transactionsBefore!;
     const throttling = Object.fromEntries(
       names.map((name, i) => {
         const [a, b] = [before[i]!, ctx.groups.stat(name)];
         return [name, { periods: b.periods - a.periods, throttled: b.throttled - a.throttled, throttledMs: Math.round(b.throttledMs - a.throttledMs) }];
       }),
     );
-    const run = { ...reply.result, cpu, throttling, bound: binding(side, { cpu, throttling }, ctx.quotas) };
+    const run = { ...reply.result, cpu, throttling, groups, transactions, bound: binding(side, { cpu, throttling }, ctx.quotas) };
     const nodesText = nodeNames(side)
       .map((name) => `${cpu.cores[name]!.toFixed(2)} (${pct(share(throttling[name]!))} throttled)`)
       .join(', ');
     ctx.settings.log(
       `round ${round + 1}: ${spec.label}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50.toFixed(2)} ms, p99 ${run.p99.toFixed(2)} ms; ` +
-        `nodes ${nodesText} of ${ctx.quotas.node} core each, ${nodesMsPerRequest(side, run).toFixed(2)} ms a request; PostgreSQL ${pgCores(run).toFixed(2)} cores; ` +
+        `nodes ${nodesText} of ${ctx.quotas.node} core each, ${nodesMsPerRequest(side, run).toFixed(2)} ms a request, ` +
+        `${requestsPerGroup(run).toFixed(1)} requests a group commit${transactions === null ? '' : `, ${transactionsPerRequest(run).toFixed(2)} transactions a request`}; PostgreSQL ${pgCores(run).toFixed(2)} cores; ` +
         `load generator ${cpu.cores['load generator']!.toFixed(2)} of ${ctx.quotas.load} (${pct(loadThrottled(run))} throttled); ` +
         `${pct(cpu.machineBusy)} of ${cpus().length} cores busy. Bound by ${run.bound}`,
     );
@@ -564,16 +591,18 @@ function build(): string {
   return `${git('rev-parse', '--short', 'HEAD')}${changed ? ' with uncommitted changes in src/ or migrations/' : ''}`;
 }
 
-function metrics(runs: Record<Side, SideRun[]>, quotas: Quotas): Metric[] {
-  const pick = (side: Side, field: 'rps' | 'p50' | 'p99') => runs[side].map((r) => r[field]);
+function metrics(runs: Partial<Record<Side, SideRun[]>>, quotas: Quotas): Metric[] {
+  const present = SIDE_NAMES.filter((side) => runs[side]);
+  const sideRuns = (side: Side) => runs[side] ?? [];
+  const pick = (side: Side, field: 'rps' | 'p50' | 'p99') => sideRuns(side).map((r) => r[field]);
   const rps = (side: Side) => pick(side, 'rps');
-  const ratio = (label: string, a: Side, b: Side, min?: number): Metric => ({
+  const ratio = (label: string, a: Side, b: Side, min?: number): Metric[] => (!runs[a] || !runs[b] ? [] : [{
     label,
     unit: '×',
     values: ratios(rps(a), rps(b)),
     ...(min === undefined ? {} : { target: { op: '>=' as const, value: min } }),
-  });
-  const perSide = SIDE_NAMES.flatMap((side): Metric[] => {
+  }]);
+  const perSide = present.flatMap((side): Metric[] => {
     const { label } = SIDES[side];
     return [
       { label: `${label} PUT`, unit: 'req/s', values: rps(side) },
@@ -582,30 +611,41 @@ function metrics(runs: Record<Side, SideRun[]>, quotas: Quotas): Metric[] {
     ];
   });
   // What bound each side: the confined groups' use and throttling, PostgreSQL's and the machine's CPU.
-  const binds = SIDE_NAMES.flatMap((side): Metric[] => {
+  const binds = present.flatMap((side): Metric[] => {
     const { label, nodes } = SIDES[side];
     return [
-      { label: `${label}: nodes' CPU (quota ${(nodes * quotas.node).toFixed(1)})`, unit: 'cores', values: runs[side].map((r) => nodesCores(side, r)) },
-      { label: `${label}: nodes throttled`, unit: '% of periods', values: runs[side].map((r) => nodesThrottled(side, r) * 100) },
-      { label: `${label}: nodes' CPU per request`, unit: 'ms', values: runs[side].map((r) => nodesMsPerRequest(side, r)) },
-      ...(SIDES[side].store === 'postgres' ? [{ label: `${label}: PostgreSQL CPU (primary + standby)`, unit: 'cores', values: runs[side].map(pgCores) }] : []),
-      { label: `${label}: load generator CPU (quota ${quotas.load})`, unit: 'cores', values: runs[side].map((r) => r.cpu.cores['load generator']!) },
-      { label: `${label}: load generator throttled`, unit: '% of periods', values: runs[side].map((r) => loadThrottled(r) * 100) },
-      { label: `${label}: machine busy`, unit: '%', values: runs[side].map((r) => r.cpu.machineBusy * 100) },
+      { label: `${label}: nodes' CPU (quota ${(nodes * quotas.node).toFixed(1)})`, unit: 'cores', values: sideRuns(side).map((r) => nodesCores(side, r)) },
+      { label: `${label}: nodes throttled`, unit: '% of periods', values: sideRuns(side).map((r) => nodesThrottled(side, r) * 100) },
+      { label: `${label}: nodes' CPU per request`, unit: 'ms', values: sideRuns(side).map((r) => nodesMsPerRequest(side, r)) },
+      { label: `${label}: requests per group commit`, unit: 'requests', values: sideRuns(side).map(requestsPerGroup) },
+      ...(SIDES[side].store === 'postgres' ? [{ label: `${label}: PostgreSQL transactions per request`, unit: 'transactions', values: sideRuns(side).map(transactionsPerRequest) }] : []),
+      ...(SIDES[side].store === 'postgres' ? [{ label: `${label}: PostgreSQL CPU (primary + standby)`, unit: 'cores', values: sideRuns(side).map(pgCores) }] : []),
+      { label: `${label}: load generator CPU (quota ${quotas.load})`, unit: 'cores', values: sideRuns(side).map((r) => r.cpu.cores['load generator']!) },
+      { label: `${label}: load generator throttled`, unit: '% of periods', values: sideRuns(side).map((r) => loadThrottled(r) * 100) },
+      { label: `${label}: machine busy`, unit: '%', values: sideRuns(side).map((r) => r.cpu.machineBusy * 100) },
     ];
   });
   return [
     ...perSide,
-    ratio('ratio 2 nodes / 1 node (req/s)', 'pg2', 'pg1', 1.7),
-    ratio('ratio 4 nodes / 1 node (req/s)', 'pg4', 'pg1', 3),
-    ratio('ratio PostgreSQL 1 node / SQLite 1 node (req/s)', 'pg1', 'sqlite', 0.8),
-    ratio(`ratio sync standby / none, ${WRITERS} writers (req/s)`, 'w8sync', 'w8', 0.75),
-    ratio('with a sync standby: ratio 2 nodes / 1 node (req/s)', 'sync2', 'sync1'),
-    ratio('with a sync standby: ratio 4 nodes / 1 node (req/s)', 'sync4', 'sync1'),
-    ratio('ratio sync standby / none, 1 node (req/s)', 'sync1', 'pg1'),
-    ratio('ratio sync standby / none, 4 nodes (req/s)', 'sync4', 'pg4'),
+    ...ratio('ratio 2 nodes / 1 node (req/s)', 'pg2', 'pg1', 1.7),
+    ...ratio('ratio 4 nodes / 1 node (req/s)', 'pg4', 'pg1', 3),
+    ...ratio('ratio PostgreSQL 1 node / SQLite 1 node (req/s)', 'pg1', 'sqlite', 0.8),
+    ...ratio(`ratio sync standby / none, ${WRITERS} writers (req/s)`, 'w8sync', 'w8', 0.75),
+    ...ratio('with a sync standby: ratio 2 nodes / 1 node (req/s)', 'sync2', 'sync1'),
+    ...ratio('with a sync standby: ratio 4 nodes / 1 node (req/s)', 'sync4', 'sync1'),
+    ...ratio('ratio sync standby / none, 1 node (req/s)', 'sync1', 'pg1'),
+    ...ratio('ratio sync standby / none, 4 nodes (req/s)', 'sync4', 'pg4'),
     ...binds,
   ];
+}
+
+/** STATELOG_BENCH_SCALING_SIDES: some of the sides, by name (pg1,pg4), to look into one comparison; all by default. */
+function scalingSides(): Side[] {
+  const named = process.env.STATELOG_BENCH_SCALING_SIDES?.split(',').map((name) => name.trim()).filter(Boolean);
+  if (!named) return SIDE_NAMES;
+  const unknown = named.filter((name) => !(SIDE_NAMES as string[]).includes(name));
+  if (unknown.length > 0) throw new Error(`STATELOG_BENCH_SCALING_SIDES: no side ${unknown.join(', ')} (sides: ${SIDE_NAMES.join(', ')})`);
+  return named as Side[];
 }
 
 export const postgresScalingFigure: Figure = {
@@ -614,6 +654,7 @@ export const postgresScalingFigure: Figure = {
   async run(settings) {
     const quotas = { node: envNumber('STATELOG_BENCH_NODE_CORES', 0.2), load: envNumber('STATELOG_BENCH_LOAD_CORES', 0.8) };
     const connections = envNumber('STATELOG_BENCH_SCALING_CONNECTIONS', 64);
+    const sides = scalingSides();
     const quotaText = `each node confined to ${quotas.node} core, the load generator to ${quotas.load}`;
     const groups = CpuGroups.create({ ...Object.fromEntries(Array.from({ length: MAX_NODES }, (_, i) => [nodeGroup(i), quotas.node])), [LOAD_GROUP]: quotas.load });
     if (typeof groups === 'string') {
@@ -636,8 +677,8 @@ export const postgresScalingFigure: Figure = {
       const ctx: Context = { settings, groups, cluster, load, quotas, connections, seconds };
       const version = await cluster.version();
       settings.log(`private PostgreSQL ${version} primary and synchronous-capable standby at ${cluster.url}; cgroup v${groups.hierarchy.version}, ${quotaText}`);
-      const runs = await alternate(settings.rounds, SIDE_NAMES, (side, round) => measureSide(ctx, side, round));
-      const verdicts = SIDE_NAMES.map((side) => `${SIDES[side].label}: bound by ${runs[side].map((r, i) => `(round ${i + 1}) ${r.bound}`).join('; ')}.`);
+      const runs: Partial<Record<Side, SideRun[]>> = await alternate(settings.rounds, sides, (side, round) => measureSide(ctx, side, round));
+      const verdicts = sides.map((side) => `${SIDES[side].label}: bound by ${runs[side]!.map((r, i) => `(round ${i + 1}) ${r.bound}`).join('; ')}.`);
       return {
         scale: `${connections} connections in all spread evenly over the nodes (${WRITERS} for the writers sides), ${quotaText} (cgroup v${groups.hierarchy.version}); PostgreSQL ${version} unconfined; ${seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
         settings: {
@@ -652,7 +693,7 @@ export const postgresScalingFigure: Figure = {
           keys: PUT_KEYS,
           sync: 'full',
           build: build(),
-          failedRequests: Object.values(runs).flat().reduce((n, r) => n + r.errors, 0),
+          failedRequests: Object.values(runs).flat().reduce((n, r) => n + r!.errors, 0),
         },
         versions: { PostgreSQL: version },
         metrics: metrics(runs, quotas),

@@ -337,11 +337,16 @@ export class HaCluster {
     return this.restartMachine(name);
   }
 
-  /** The standbys of the moment, stopped cleanly; returns their names for startStandbys. */
+  /**
+   * The standbys of the moment, stopped cleanly, the synchronous one last; returns their names for
+   * startStandbys. Stopped together, the leaving synchronous standby's release could name the other
+   * one, already on its way out, as the next: a name Patroni (3.0) then never clears.
+   */
   async stopStandbys(): Promise<MemberName[]> {
     const leader = await this.leader();
-    const standbys = MEMBER_NAMES.filter((name) => name !== leader && this.runs(name));
-    await Promise.all(standbys.map((name) => this.stopMember(name)));
+    const sync = await this.syncStandby();
+    const standbys = MEMBER_NAMES.filter((name) => name !== leader && this.runs(name)).sort((a, b) => Number(a === sync) - Number(b === sync));
+    for (const name of standbys) await this.stopMember(name);
     return standbys;
   }
 
