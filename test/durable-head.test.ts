@@ -1,16 +1,20 @@
 // The durable head's barriers: one at a time, shared by every wait that began before it, and
 // never taken as covering a commit made after its statement began.
 import { describe, expect, it } from 'vitest';
-import { DurableHead, NotDurable } from '../src/store/postgres/durable-head.js';
+import { DurableHead, NotDurable, type Barriers } from '../src/store/postgres/durable-head.js';
 
-/** Barriers that the test answers one by one, with the head each one saw. */
+/** Barriers that the test answers one by one, with the head each one saw; what each announced, and what was announced alone. */
 function controlledBarriers() {
-  const calls: { answer(head: number): void; fail(err: Error): void }[] = [];
-  const barrier = () =>
-    new Promise<number>((resolve, reject) => {
-      calls.push({ answer: resolve, fail: reject });
-    });
-  return { calls, barrier };
+  const calls: { announce: number | null; answer(head: number): void; fail(err: Error): void }[] = [];
+  const alone: number[] = [];
+  const barrier: Barriers = {
+    run: (announce) =>
+      new Promise<number>((resolve, reject) => {
+        calls.push({ announce, answer: resolve, fail: reject });
+      }),
+    announce: (head) => alone.push(head),
+  };
+  return { calls, alone, barrier };
 }
 
 const settled = async <T>(promise: Promise<T>) => {
@@ -86,6 +90,34 @@ describe('the durable head', () => {
     calls[0]!.answer(1);
     await new Promise((resolve) => setImmediate(resolve));
     expect(durable.value).toBe(1);
+  });
+
+  it("tells other nodes each barrier's head: carried by the next barrier when one follows at once, else alone", async () => {
+    const { calls, alone, barrier } = controlledBarriers();
+    const durable = new DurableHead(barrier);
+    const first = durable.cover(3);
+    const second = durable.cover(5);
+    expect(calls[0]!.announce).toBeNull();
+    calls[0]!.answer(4);
+    expect(await settled(first)).toBe('resolved');
+    // The wait left runs the next barrier at once, which carries the first one's head.
+    expect(calls[1]!.announce).toBe(4);
+    expect(alone).toEqual([]);
+    calls[1]!.answer(5);
+    expect(await settled(second)).toBe('resolved');
+    // Nobody waits: the last head is told alone, once.
+    expect(alone).toEqual([5]);
+    await durable.cover(5);
+    expect(alone).toEqual([5]);
+    // A barrier that fails announces nothing more.
+    const third = durable.cover(7);
+    const fourth = durable.cover(9);
+    calls[2]!.answer(7);
+    await settled(third);
+    calls[3]!.fail(new Error('connection terminated'));
+    await expect(fourth).rejects.toThrow('connection terminated');
+    expect(calls[3]!.announce).toBe(7);
+    expect(alone).toEqual([5]);
   });
 
   it('with no barrier (commits acknowledged as the server makes them) everything is durable', async () => {

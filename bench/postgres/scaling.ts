@@ -7,7 +7,8 @@
 // Settings (environment): STATELOG_BENCH_NODE_CORES (0.2: each node's quota, in cores),
 // STATELOG_BENCH_LOAD_CORES (0.8: the load generator's), STATELOG_BENCH_SCALING_CONNECTIONS
 // (64 in all, spread evenly over the nodes), STATELOG_BENCH_SCALING_SIDES (some sides by name,
-// pg1,pg4: every side by default).
+// pg1,pg4: every side by default), STATELOG_BENCH_SCALING_PER_NODE=1 (the connections are each
+// node's, as when every machine added brings its clients, not all of them).
 //
 // Confinement: a CPU cgroup per node and one for the load generator, under
 // /sys/fs/cgroup/cpu/statelog-bench-<pid>/ (cgroup v1: cpu.cfs_quota_us per 100 ms period;
@@ -41,7 +42,13 @@ import { Databases, putLoad } from './shared.js';
 
 // ---------------------------------------------------------------- CPU groups
 
-const PERIOD_US = 100_000;
+/**
+ * The quota's period: a group runs its share of each, then waits for the next. A long one
+ * (the kernel's 100 ms) freezes a confined node for most of every period, holding each of its
+ * commits' round trips; a machine that is slower runs all the time. Settable
+ * (STATELOG_BENCH_CFS_PERIOD_US) to see what that difference does.
+ */
+const PERIOD_US = envNumber('STATELOG_BENCH_CFS_PERIOD_US', 100_000);
 const GROUP_PREFIX = 'statelog-bench-';
 
 interface Hierarchy {
@@ -518,6 +525,8 @@ interface Context {
   load: LoadProcess;
   quotas: Quotas;
   connections: number;
+  /** Whether `connections` is each node's (the clients grow with the nodes) rather than all of them. */
+  perNode: boolean;
   /** Of one side's measurement. */
   seconds: number;
 }
@@ -538,7 +547,8 @@ async function measureSide(ctx: Context, side: Side, round: number): Promise<Sid
     }
     // One at a time: the first runs the migrations.
     for (let i = 0; i < spec.nodes; i++) servers.push(await startStatelog(env));
-    const job = { urls: servers.map((s) => s.url), connections: spec.connections ?? ctx.connections };
+    const connections = spec.connections ?? (ctx.perNode ? ctx.connections * spec.nodes : ctx.connections);
+    const job = { urls: servers.map((s) => s.url), connections };
     // Warmed up unconfined, then confined for a moment before the measurement: on a fifth
     // of a core a fresh node's JIT takes some 8 s of load to settle, a node that has run a while has it.
     await ctx.load.run({ ...job, seconds: ctx.settings.warmupSeconds * 2 });
@@ -655,6 +665,7 @@ export const postgresScalingFigure: Figure = {
     const quotas = { node: envNumber('STATELOG_BENCH_NODE_CORES', 0.2), load: envNumber('STATELOG_BENCH_LOAD_CORES', 0.8) };
     const connections = envNumber('STATELOG_BENCH_SCALING_CONNECTIONS', 64);
     const sides = scalingSides();
+    const perNode = process.env.STATELOG_BENCH_SCALING_PER_NODE === '1';
     const quotaText = `each node confined to ${quotas.node} core, the load generator to ${quotas.load}`;
     const groups = CpuGroups.create({ ...Object.fromEntries(Array.from({ length: MAX_NODES }, (_, i) => [nodeGroup(i), quotas.node])), [LOAD_GROUP]: quotas.load });
     if (typeof groups === 'string') {
@@ -674,15 +685,16 @@ export const postgresScalingFigure: Figure = {
       groups.place(LOAD_GROUP, load.pid);
       // Twice the suite's: a confined node's rate swings from one 100 ms quota period to the next.
       const seconds = settings.smoke ? settings.seconds : settings.seconds * 2;
-      const ctx: Context = { settings, groups, cluster, load, quotas, connections, seconds };
+      const ctx: Context = { settings, groups, cluster, load, quotas, connections, perNode, seconds };
       const version = await cluster.version();
       settings.log(`private PostgreSQL ${version} primary and synchronous-capable standby at ${cluster.url}; cgroup v${groups.hierarchy.version}, ${quotaText}`);
       const runs: Partial<Record<Side, SideRun[]>> = await alternate(settings.rounds, sides, (side, round) => measureSide(ctx, side, round));
       const verdicts = sides.map((side) => `${SIDES[side].label}: bound by ${runs[side]!.map((r, i) => `(round ${i + 1}) ${r.bound}`).join('; ')}.`);
       return {
-        scale: `${connections} connections in all spread evenly over the nodes (${WRITERS} for the writers sides), ${quotaText} (cgroup v${groups.hierarchy.version}); PostgreSQL ${version} unconfined; ${seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
+        scale: `${perNode ? `${connections} connections a node` : `${connections} connections in all spread evenly over the nodes`} (${WRITERS} for the writers sides), ${quotaText} (cgroup v${groups.hierarchy.version}); PostgreSQL ${version} unconfined; ${seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
         settings: {
           connections,
+          connectionsPerNode: perNode,
           writers: WRITERS,
           writerNodes: WRITER_NODES,
           nodeCores: quotas.node,

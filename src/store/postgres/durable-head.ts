@@ -4,9 +4,18 @@
 // commit durable at once: a transaction that writes WAL commits synchronously, and PostgreSQL
 // flushes and replicates WAL in order. Nothing is answered beyond what is durable: a write waits
 // for a barrier that covers its offsets, a read for one that covers the head it shows.
+// A barrier's head is told to the other nodes by the next barrier when one follows at once (its
+// statement carries it: a round trip saved under load), else on its own.
 
-/** One barrier: commits synchronously and returns the head its statement saw (all durable now). */
-export type Barrier = () => Promise<number>;
+export interface Barriers {
+  /**
+   * Commits synchronously and returns the head its statement saw (all durable now); `announce`, a
+   * head an earlier barrier made durable, is told to the other nodes in the same statement.
+   */
+  run(announce: number | null): Promise<number>;
+  /** Tells the other nodes of a durable head, on its own. */
+  announce(head: number): void;
+}
 
 export class NotDurable extends Error {
   constructor(offset: number, withinMs: number) {
@@ -26,11 +35,11 @@ export class DurableHead {
   private waiters: Waiter[] = [];
   private running = false;
 
-  /** `barrier` undefined: every commit is acknowledged as the server makes it (STATELOG_SYNC=normal). */
-  constructor(private readonly barrier: Barrier | undefined) {}
+  /** `barriers` undefined: every commit is acknowledged as the server makes it (STATELOG_SYNC=normal). */
+  constructor(private readonly barriers: Barriers | undefined) {}
 
   get value(): number {
-    return this.barrier ? this.durable : Number.MAX_SAFE_INTEGER;
+    return this.barriers ? this.durable : Number.MAX_SAFE_INTEGER;
   }
 
   /** A head another node's barrier made durable (its notification). */
@@ -71,18 +80,24 @@ export class DurableHead {
     });
   }
 
-  /** One barrier at a time: those who wait meanwhile share the next. */
-  private run(): void {
-    if (this.running || this.waiters.length === 0 || !this.barrier) return;
+  /** One barrier at a time: those who wait meanwhile share the next, which tells `announce`, the last one's head. */
+  private run(announce: number | null = null): void {
+    const { barriers } = this;
+    if (this.running || !barriers) return;
+    if (this.waiters.length === 0) {
+      if (announce !== null) barriers.announce(announce);
+      return;
+    }
     this.running = true;
     // Only offsets committed before the barrier's statement began are covered by it.
     const waiting = new Set(this.waiters);
-    this.barrier().then(
+    barriers.run(announce).then(
       (head) => {
         this.running = false;
         this.learn(head);
-        this.run();
+        this.run(head);
       },
+      // Its announcement may be lost with it: the other nodes' catch-up reads find the head.
       (err: unknown) => {
         this.running = false;
         for (const waiter of waiting) waiter.reject(err);

@@ -9,6 +9,14 @@ export const pgTypes = {
     oid === INT8_OID ? (text: string) => Number(text) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/**
+ * A statement of the write path and of key reads, prepared once on each connection (named): its
+ * round trips then carry only values, and PostgreSQL neither parses nor plans it again.
+ */
+const prepared =
+  (name: string, text: string) =>
+  (values: unknown[] = []): pg.QueryConfig => ({ name, text, values });
+
 /** The channel every node LISTENs on; the payload is '<durable head> <node that made it durable>'. */
 export const CHANGES_CHANNEL = 'statelog_changes';
 
@@ -32,29 +40,43 @@ export const BEGIN_AND_LOCK_SQL = `BEGIN;
   SELECT statelog_fence()`;
 
 /** State rows of keys $1, live values of $2 (keys incremented), remembered answers of idempotency keys $3. */
-export const GROUP_READ_SQL = `
+const GROUP_READ_SQL = `
   SELECT 's' AS kind, s.key, s.seq, s.live, l.value AS text1, NULL::text AS text2, s.expires_at AS "expiresAt"
     FROM state s LEFT JOIN log l ON s.live AND s.key = ANY($2::text[]) AND l.seq = s.seq
     WHERE s.key = ANY($1::text[])
   UNION ALL
   SELECT 'i', key, NULL, NULL, fingerprint, answer, expires_at FROM idempotency WHERE key = ANY($3::text[])`;
 
+export const GROUP_READ = prepared('statelog_group_read', GROUP_READ_SQL);
+
 /** See migrations/postgres/003_ttl_digest.sql; no row back means a key it read had changed. */
 export const APPEND_SQL = `
   SELECT out_base AS base FROM statelog_append($1::text[], $2::bigint[], $3::boolean[], $4::text[], $5::text[],
     $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::bigint[], $11::bigint, $12::bigint, $13::boolean, $14::bigint, $15::text)`;
 
+export const APPEND = prepared('statelog_append', APPEND_SQL);
+
 // The head, with a transaction that writes WAL (a logical message, which touches no table): its
 // synchronous commit flushes, and waits for a synchronous standby, past every commit the head counts.
-export const BARRIER_SQL = `SELECT head, pg_logical_emit_message(true, 'statelog', 'durable') AS lsn FROM meta WHERE id = 1`;
+export const BARRIER = prepared('statelog_barrier', `SELECT head, pg_logical_emit_message(true, 'statelog', 'durable') AS lsn FROM meta WHERE id = 1`);
+/**
+ * A barrier that also tells every node of an earlier barrier's durable head ($1, as NOTIFY's):
+ * that head is durable whatever becomes of this one's wait, so its commit may carry it.
+ */
+export const BARRIER_ANNOUNCING = prepared(
+  'statelog_barrier_announcing',
+  `SELECT head, pg_logical_emit_message(true, 'statelog', 'durable') AS lsn, pg_notify('${CHANGES_CHANNEL}', $1) FROM meta WHERE id = 1`,
+);
 
 /** Tells every node of a durable head ('<head> <node>'); it writes no WAL, so its commit waits for nothing. */
-export const NOTIFY_SQL = `SELECT pg_notify('${CHANGES_CHANNEL}', $1)`;
+export const NOTIFY = prepared('statelog_notify', `SELECT pg_notify('${CHANGES_CHANNEL}', $1)`);
 
 /** Key $1's live value unless it expired by $2. */
-export const GET_SQL = `
-  SELECT s.key, l.value, s.seq, l.ts, s.expires_at FROM state s JOIN log l ON l.seq = s.seq
-  WHERE s.key = $1 AND s.live AND (s.expires_at IS NULL OR s.expires_at > $2)`;
+export const GET = prepared(
+  'statelog_get',
+  `SELECT s.key, l.value, s.seq, l.ts, s.expires_at FROM state s JOIN log l ON l.seq = s.seq
+  WHERE s.key = $1 AND s.live AND (s.expires_at IS NULL OR s.expires_at > $2)`,
+);
 
 /** Up to $2 keys expired by $1, soonest first, by the partial index; nodes may race: the conditional delete lets one win. */
 export const DUE_EXPIRIES_SQL = `

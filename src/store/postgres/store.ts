@@ -42,16 +42,17 @@ import { migratePostgres } from './migrations.js';
 import { appendParams, readGroup, writeStatement } from './write-group.js';
 import { PgSnapshot } from './snapshot.js';
 import {
-  APPEND_SQL,
-  BARRIER_SQL,
+  APPEND,
+  BARRIER,
+  BARRIER_ANNOUNCING,
   BEGIN_AND_LOCK_SQL,
   CHANGES_SQL,
   COUNTERS_SQL,
   DUE_EXPIRIES_SQL,
-  GET_SQL,
+  GET,
   KEY_HISTORY_SQL,
   LIST_SQL,
-  NOTIFY_SQL,
+  NOTIFY,
   PROBE_ROWS,
   PROBE_SQL,
   PURGE_SQL,
@@ -152,7 +153,7 @@ export class PgStore implements LogStore {
     };
     this.writes = new WriteConnections(writePool, check);
     this.barriers = new WriteConnections(barrierPool, check);
-    this.durable = new DurableHead(options.sync === 'full' ? () => this.barrier() : undefined);
+    this.durable = new DurableHead(options.sync === 'full' ? { run: (announce) => this.barrier(announce), announce: (head) => this.announce(head) } : undefined);
     for (const pool of [this.pool, this.snapshotPool, writePool, barrierPool]) {
       // An idle pooled connection that breaks must not take the process down,
       pool.on('error', (err) => this.reportError(err));
@@ -270,26 +271,37 @@ export class PgStore implements LogStore {
     }
   }
 
-  /** Commits a transaction that writes WAL, synchronously: every commit before its statement is then durable. */
-  private async barrier(): Promise<number> {
+  /**
+   * Commits a transaction that writes WAL, synchronously: every commit before its statement is then
+   * durable. It carries `announce`, an earlier barrier's head, to the other nodes.
+   */
+  private async barrier(announce: number | null): Promise<number> {
     const connection = await this.barriers.connect();
-    let head: number;
+    const statement = announce === null ? BARRIER() : BARRIER_ANNOUNCING([this.announcement(announce)]);
     try {
-      head = (await connection.commits(() => connection.client.query<{ head: number }>(BARRIER_SQL))).rows[0]!.head;
+      return (await connection.commits(() => connection.client.query<{ head: number }>(statement))).rows[0]!.head;
     } finally {
       connection.release();
     }
-    // Other nodes' readers may be served up to it; a lost notification waits for their catch-up read.
-    // Sent only now, not in the barrier's round trip: a barrier whose wait for the standby was
-    // cancelled would announce a head that is not durable.
-    // A failure is the database's, which the barrier's next use or the readiness probe tells.
-    this.pool.query(NOTIFY_SQL, [`${head} ${this.node}`]).catch(() => {});
-    return head;
+  }
+
+  /**
+   * Tells the other nodes of a durable head, on its own: other nodes' readers may be served up to it
+   * (a lost notification waits for their catch-up read). Never in the round trip of the barrier that
+   * made it durable: one whose wait for the standby was cancelled would announce a head that is not.
+   * A failure is the database's, which the next barrier or the readiness probe tells.
+   */
+  private announce(head: number): void {
+    this.pool.query(NOTIFY([this.announcement(head)])).catch(() => {});
+  }
+
+  private announcement(head: number): string {
+    return `${head} ${this.node}`;
   }
 
   async get(key: string): Promise<StoredEntry | null> {
     type Row = { key: string; value: string; seq: number; ts: number; expires_at: number | null };
-    const { rows } = await this.pool.query<Row>(GET_SQL, [key, Date.now()]);
+    const { rows } = await this.pool.query<Row>(GET([key, Date.now()]));
     const row = rows[0];
     if (!row) return null;
     await this.shown(row.seq);
@@ -429,7 +441,7 @@ export class PgStore implements LogStore {
     const connection = await this.writes.connect();
     let appended: { base: number }[];
     try {
-      appended = (await connection.commits(() => connection.client.query<{ base: number }>(APPEND_SQL, appendParams(relative, verify, now, this.node)))).rows;
+      appended = (await connection.commits(() => connection.client.query<{ base: number }>(APPEND(appendParams(relative, verify, now, this.node))))).rows;
     } finally {
       connection.release();
     }

@@ -1,7 +1,7 @@
 // A PostgreSQL write group's SQL: the read its plan starts from, and statelog_append()'s parameters.
 import type pg from 'pg';
 import type { KeyState, RememberedAnswer, StateSource, WritePlan } from '../write-plan.js';
-import { APPEND_SQL, GROUP_READ_SQL, Params } from './sql.js';
+import { APPEND_SQL, GROUP_READ, Params } from './sql.js';
 
 interface RowOfGroupRead {
   kind: 's' | 'i';
@@ -20,7 +20,7 @@ export async function readGroup(
   incrKeys: string[],
   idempotencyKeys: string[],
 ): Promise<{ state: Map<string, KeyState>; source: StateSource }> {
-  const { rows } = await db.query<RowOfGroupRead>(GROUP_READ_SQL, [keys, incrKeys, idempotencyKeys]);
+  const { rows } = await db.query<RowOfGroupRead>(GROUP_READ([keys, incrKeys, idempotencyKeys]));
   const state = new Map<string, KeyState>();
   const values = new Map<string, string>();
   const answers = new Map<string, RememberedAnswer>();
