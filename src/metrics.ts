@@ -264,7 +264,7 @@ export class Metrics {
   private readonly planConflicts = new MirroredCounter(
     this.registry,
     'statelog_write_plan_conflicts_total',
-    'Write groups planned again under the lock because a key they read changed meanwhile (PostgreSQL: another node wrote it)',
+    'Planned write groups refused because a key they read changed meanwhile (PostgreSQL: another node wrote it); each is planned again, under the lock after a few tries',
   );
 
   constructor(private readonly store: LogStore) {

@@ -466,6 +466,8 @@ type SideRun = LoopResult & {
   cpu: CpuShare;
   /** Group commits the nodes made during the measurement (their /metrics). */
   groups: number;
+  /** Planned appends refused because another node changed a key the group read (each planned again). */
+  conflicts: number;
   /** Transactions PostgreSQL committed in the side's database during it (null on SQLite). */
   transactions: number | null;
   /** Each confined group's cpu.stat counters over the measurement. */
@@ -488,15 +490,17 @@ const pgCores = (run: Usage) => (run.cpu.cores.PostgreSQL ?? 0) + (run.cpu.cores
 
 /** Answered requests per group commit: how many writes share each round of the write path. */
 const requestsPerGroup = (run: Pick<SideRun, 'requests' | 'groups'>) => run.requests / Math.max(1, run.groups);
+const conflictShare = (run: Pick<SideRun, 'groups' | 'conflicts'>) => run.conflicts / Math.max(1, run.groups);
 const transactionsPerRequest = (run: Pick<SideRun, 'requests' | 'transactions'>) => (run.transactions ?? 0) / Math.max(1, run.requests);
 
-/** The group commits the servers have made so far, from their /metrics. */
-async function groupCommits(servers: Server[]): Promise<number> {
-  let sum = 0;
+/** The group commits the servers have made so far, and their plan conflicts, from their /metrics. */
+async function groupCommits(servers: Server[]): Promise<{ groups: number; conflicts: number }> {
+  const sum = { groups: 0, conflicts: 0 };
   for (const server of servers) {
-    const text = await (await fetch(`${server.url}/metrics`)).text();
-    const line = text.split('\n').find((l) => l.startsWith('statelog_group_commit_duration_seconds_count'));
-    sum += Number(line?.split(' ').pop() ?? 0);
+    const lines = (await (await fetch(`${server.url}/metrics`)).text()).split('\n');
+    const value = (name: string) => Number(lines.find((l) => l.startsWith(name))?.split(' ').pop() ?? 0);
+    sum.groups += value('statelog_group_commit_duration_seconds_count');
+    sum.conflicts += value('statelog_write_plan_conflicts_total');
   }
   return sum;
 }
@@ -568,7 +572,9 @@ async function measureSide(ctx: Context, side: Side, round: number): Promise<Sid
       () => ctx.load.run({ ...job, seconds: ctx.seconds }),
       (r) => r.cores,
     );
-    const groups = (await groupCommits(servers)) - groupsBefore;
+    const groupsAfter = await groupCommits(servers);
+    const groups = groupsAfter.groups - groupsBefore.groups;
+    const conflicts = groupsAfter.conflicts - groupsBefore.conflicts;
     const transactions = db && (await dbs.commits(db.name)) - transactionsBefore!;
     const throttling = Object.fromEntries(
       names.map((name, i) => {
@@ -576,14 +582,14 @@ async function measureSide(ctx: Context, side: Side, round: number): Promise<Sid
         return [name, { periods: b.periods - a.periods, throttled: b.throttled - a.throttled, throttledMs: Math.round(b.throttledMs - a.throttledMs) }];
       }),
     );
-    const run = { ...reply.result, cpu, throttling, groups, transactions, bound: binding(side, { cpu, throttling }, ctx.quotas) };
+    const run = { ...reply.result, cpu, throttling, groups, conflicts, transactions, bound: binding(side, { cpu, throttling }, ctx.quotas) };
     const nodesText = nodeNames(side)
       .map((name) => `${cpu.cores[name]!.toFixed(2)} (${pct(share(throttling[name]!))} throttled)`)
       .join(', ');
     ctx.settings.log(
       `round ${round + 1}: ${spec.label}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50.toFixed(2)} ms, p99 ${run.p99.toFixed(2)} ms; ` +
         `nodes ${nodesText} of ${ctx.quotas.node} core each, ${nodesMsPerRequest(side, run).toFixed(2)} ms a request, ` +
-        `${requestsPerGroup(run).toFixed(1)} requests a group commit${transactions === null ? '' : `, ${transactionsPerRequest(run).toFixed(2)} transactions a request`}; PostgreSQL ${pgCores(run).toFixed(2)} cores; ` +
+        `${requestsPerGroup(run).toFixed(1)} requests a group commit (${pct(conflictShare(run))} planned again)${transactions === null ? '' : `, ${transactionsPerRequest(run).toFixed(2)} transactions a request`}; PostgreSQL ${pgCores(run).toFixed(2)} cores; ` +
         `load generator ${cpu.cores['load generator']!.toFixed(2)} of ${ctx.quotas.load} (${pct(loadThrottled(run))} throttled); ` +
         `${pct(cpu.machineBusy)} of ${cpus().length} cores busy. Bound by ${run.bound}`,
     );
@@ -628,6 +634,7 @@ function metrics(runs: Partial<Record<Side, SideRun[]>>, quotas: Quotas): Metric
       { label: `${label}: nodes throttled`, unit: '% of periods', values: sideRuns(side).map((r) => nodesThrottled(side, r) * 100) },
       { label: `${label}: nodes' CPU per request`, unit: 'ms', values: sideRuns(side).map((r) => nodesMsPerRequest(side, r)) },
       { label: `${label}: requests per group commit`, unit: 'requests', values: sideRuns(side).map(requestsPerGroup) },
+      { label: `${label}: groups planned again (a key they read changed)`, unit: '%', values: sideRuns(side).map((r) => conflictShare(r) * 100) },
       ...(SIDES[side].store === 'postgres' ? [{ label: `${label}: PostgreSQL transactions per request`, unit: 'transactions', values: sideRuns(side).map(transactionsPerRequest) }] : []),
       ...(SIDES[side].store === 'postgres' ? [{ label: `${label}: PostgreSQL CPU (primary + standby)`, unit: 'cores', values: sideRuns(side).map(pgCores) }] : []),
       { label: `${label}: load generator CPU (quota ${quotas.load})`, unit: 'cores', values: sideRuns(side).map((r) => r.cpu.cores['load generator']!) },

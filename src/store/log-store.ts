@@ -210,7 +210,7 @@ export interface LogStore {
   readonly epoch: string;
   /** commit() has applied its transaction when it returns, waiting only for durability: the next group shares the fsync. */
   readonly appliesBeforeReturning: boolean;
-  /** Groups planned again under the lock because a key they read changed meanwhile (a metric). */
+  /** Planned appends refused because a key they read changed meanwhile, each planned again (a metric). */
   readonly planConflicts?: number;
   /** Without a round trip: with several nodes it may lag another's commit, so exact answers read the head with their rows. */
   position(): LogPosition;

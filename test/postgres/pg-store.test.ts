@@ -212,7 +212,7 @@ describe('snapshots', () => {
 });
 
 describe('group commit on PostgreSQL', () => {
-  it('plans from an unlocked read and falls back to the lock when a key it read changed, losing no increment', async () => {
+  it('plans from an unlocked read, plans again when a key it read changed (under the lock after three tries), losing no increment', async () => {
     f = await fixture();
     const a = await f.open();
     const b = await f.open();
