@@ -169,7 +169,7 @@ export class Metrics {
   /** The durable write path's latency, as etcd's etcd_disk_wal_fsync_duration_seconds shows the disk's. */
   private readonly groupCommits = new Histogram({
     name: 'statelog_group_commit_duration_seconds',
-    help: 'Time from a group commit starting to its writes being durable (SQLite: the transaction and its fsync; PostgreSQL: the transaction)',
+    help: 'Time from a group commit starting to its writes being durable (SQLite: the transaction and its fsync; PostgreSQL: the append and the barrier that makes it durable)',
     buckets: [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096],
     registers: [this.registry],
   });
