@@ -87,7 +87,7 @@ describe('a start-up that fails after the database is open', () => {
 
   it('names the migration that failed, in one line, and keeps nothing open', async () => {
     dir = tempDir();
-    database = await testStore(dir);
+    database = await testStore(dir, undefined, undefined, { empty: true });
     await breakFirstMigration(database);
     const { code, stderr } = await runServerExpectingExit(database.env);
     expect(code).toBe(1);

@@ -30,7 +30,7 @@ afterAll(async () => {
 
 describe.runIf(disk.mounted)('a full disk under PostgreSQL (a tablespace on a tmpfs with a size limit)', () => {
   it('answers writes 503 with Retry-After and /readyz 503 while they fail, is ready again by itself, and loses nothing acknowledged', async () => {
-    const url = (await servers.database()).env.DATABASE_URL!;
+    const url = (await servers.database({ empty: true })).env.DATABASE_URL!;
     const database = new URL(url).pathname.slice(1);
     await admin.query(`CREATE TABLESPACE ${tablespace} LOCATION '${disk.dir}'`);
     // Before statelog's first session: its migrations create the tables there.

@@ -23,8 +23,13 @@ export interface Fixture {
   cleanup(): Promise<void>;
 }
 
-export async function fixture(): Promise<Fixture> {
-  const db = await createTestDatabase();
+export interface FixtureOptions {
+  /** A database with no schema yet (for the migrations' own tests); others are cloned migrated. */
+  empty?: boolean;
+}
+
+export async function fixture(options: FixtureOptions = {}): Promise<Fixture> {
+  const db = await createTestDatabase({ template: options.empty ? undefined : process.env.STATELOG_TEST_PG_TEMPLATE });
   const stores: PgStore[] = [];
   const servers: UrlServer[] = [];
   const clients: pg.Client[] = [];

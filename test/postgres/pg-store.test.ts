@@ -3,7 +3,7 @@
 // on one node at a time.
 import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PgStore } from '../../src/store/postgres/store.js';
 import { PG_MIGRATIONS_DIR } from '../../src/store/postgres/migrations.js';
@@ -11,7 +11,7 @@ import { MigrationError } from '../../src/store/migration-files.js';
 import { prefixUpperBound } from '../../src/store/postgres/sql.js';
 import type { CompactionPass, StoredEntry } from '../../src/store/log-store.js';
 import { tempDir } from '../support/helpers.js';
-import { createTestDatabase } from '../../harness/pg-database.js';
+import { createTestDatabase, schemaTemplate } from '../../harness/pg-database.js';
 import { allRecords, outcomeOf, write } from '../support/store-helpers.js';
 import { fixture, sleep, type Fixture } from './fixtures.js';
 
@@ -56,7 +56,7 @@ describe('prefixUpperBound', () => {
 
 describe('migrations', () => {
   it('apply once when several nodes start together', async () => {
-    f = await fixture();
+    f = await fixture({ empty: true });
     await Promise.all([f.open(), f.open(), f.open()]);
     const client = await f.connect();
     const { rows } = await client.query('SELECT version, name FROM schema_migrations');
@@ -75,7 +75,7 @@ describe('migrations', () => {
   });
 
   it('fail loudly, leaving the failed file without a trace', async () => {
-    f = await fixture();
+    f = await fixture({ empty: true });
     dir = tempDir();
     copyFileSync(join(PG_MIGRATIONS_DIR, '001_log.sql'), join(dir, '001_log.sql'));
     writeFileSync(join(dir, '002_broken.sql'), 'CREATE TABLE half_done (x int); ALTER TABLE no_such_table ADD COLUMN x int;');
@@ -443,5 +443,30 @@ describe('test databases', () => {
     const client = await f.connect();
     const { rows } = await client.query('SELECT count(*)::int AS n FROM pg_database WHERE datname = $1', [db.name]);
     expect(rows[0].n).toBe(0);
+  });
+  it('cloned from the migrated template are migrated, each with an epoch and a lineage of its own', async () => {
+    const template = await schemaTemplate();
+    expect(process.env.STATELOG_TEST_PG_TEMPLATE).toBe(template);
+    const dbs = [await createTestDatabase({ template }), await createTestDatabase({ template })];
+    try {
+      const identities = [];
+      for (const db of dbs) {
+        const client = new pg.Client({ connectionString: db.url });
+        await client.connect();
+        try {
+          const versions = await client.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+          expect(versions.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+          identities.push((await client.query<{ epoch: string; lineage: string }>('SELECT epoch, lineage FROM meta')).rows[0]!);
+        } finally {
+          await client.end();
+        }
+      }
+      expect(identities[0]!.epoch).toMatch(/^[0-9a-f]{32}$/);
+      expect(identities[0]!.lineage).toMatch(/^1-[0-9a-f]{8}:1$/);
+      expect(identities[1]!.epoch).not.toBe(identities[0]!.epoch);
+      expect(identities[1]!.lineage).not.toBe(identities[0]!.lineage);
+    } finally {
+      for (const db of dbs) await db.drop();
+    }
   });
 });

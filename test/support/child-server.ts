@@ -15,7 +15,7 @@ import {
   type ServerProcess,
 } from '../../harness/server-process.js';
 import { SERVER_ENTRY } from '../../harness/build.js';
-import { testStore, type TestStore } from './store-access.js';
+import { testStore, type TestStore, type TestStoreOptions } from './store-access.js';
 
 export type { Exit };
 export type ChildServer = ServerProcess;
@@ -75,8 +75,11 @@ export async function startChildServer(env: Record<string, string>, timeoutMs = 
 }
 
 export interface ChildServers {
-  /** The test's database of the store under test (made on first use) and the folder of its files. */
-  database(): Promise<TestStore>;
+  /**
+   * The test's database of the store under test (made on first use, with `options` then)
+   * and the folder of its files.
+   */
+  database(options?: TestStoreOptions): Promise<TestStore>;
   readonly dir: string;
   /** A server on the test's database, with STATELOG_SYNC=full, the fixture's settings, then `env`. */
   start(env?: Record<string, string>): Promise<UrlServer>;
@@ -105,8 +108,8 @@ export function childServers(settings: Record<string, string> = {}): ChildServer
       dir ??= mkdtempSync(join(tmpdir(), 'statelog-test-'));
       return dir;
     },
-    async database() {
-      database ??= await testStore(fixture.dir);
+    async database(options) {
+      database ??= await testStore(fixture.dir, undefined, undefined, options);
       return database;
     },
     async start(env = {}) {

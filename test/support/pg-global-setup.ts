@@ -1,9 +1,10 @@
 // vitest globalSetup of the PostgreSQL tiers (test/tiers.ts): a PostgreSQL server must answer at
 // STATELOG_TEST_PG_URL (default 127.0.0.1:5432, user postgres). When none does, an
 // embedded one is started for the run (test/support/embedded-postgres.ts) and the test
-// processes are pointed at it. Databases left behind by killed runs are dropped first.
+// processes are pointed at it. Databases left behind by killed runs are dropped first, and
+// the migrated schema is made once as a template that test databases are cloned from.
 import { startEmbeddedPostgres, type EmbeddedServer } from './embedded-postgres.js';
-import { closeAdmin, dropLeftoverDatabases, pgAdminUrl } from '../../harness/pg-database.js';
+import { closeAdmin, dropLeftoverDatabases, pgAdminUrl, schemaTemplate } from '../../harness/pg-database.js';
 
 /** Codes of a server that is there but refuses the role: a password or a pg_hba.conf entry is missing. */
 const ROLE_REFUSED = new Set(['28P01', '28000']);
@@ -49,6 +50,9 @@ export default async function setup(): Promise<() => Promise<void>> {
     process.env.STATELOG_TEST_PG_URL = embedded.url;
     console.log(`postgres tests: no usable PostgreSQL at ${url} (${why}); started an embedded one at ${embedded.url} in ${Date.now() - started} ms`);
   }
+  // Read by test/support/store-access.ts and test/postgres/fixtures.ts in every test process.
+  process.env.STATELOG_TEST_PG_TEMPLATE = await schemaTemplate();
+  await closeAdmin();
   return async () => {
     await embedded?.stop();
   };

@@ -84,8 +84,21 @@ export interface TestStore {
 }
 
 /** A fresh database of the store under test: a file in `dir`, or a new PostgreSQL database. */
-export async function testStore(dir: string, file = 'statelog.db', kind: StoreKind = TEST_STORE): Promise<TestStore> {
-  return kind === 'sqlite' ? sqliteTestStore(join(dir, file)) : postgresTestStore();
+export interface TestStoreOptions {
+  /**
+   * A PostgreSQL database with no schema yet, for a test of what happens before or during
+   * the migrations (others are cloned already migrated). A SQLite file is always new.
+   */
+  empty?: boolean;
+}
+
+export async function testStore(
+  dir: string,
+  file = 'statelog.db',
+  kind: StoreKind = TEST_STORE,
+  options: TestStoreOptions = {},
+): Promise<TestStore> {
+  return kind === 'sqlite' ? sqliteTestStore(join(dir, file)) : postgresTestStore(options);
 }
 
 /** A SQLite store on `path`, as the compaction tests open it. */
@@ -212,8 +225,8 @@ function sqliteTestStore(path: string): TestStore {
 /** Rows per INSERT when filling PostgreSQL. */
 const FILL_BATCH = 20_000;
 
-async function postgresTestStore(): Promise<TestStore> {
-  const database = await createTestDatabase();
+async function postgresTestStore(options: TestStoreOptions): Promise<TestStore> {
+  const database = await createTestDatabase({ template: options.empty ? undefined : process.env.STATELOG_TEST_PG_TEMPLATE });
   const stores: PgStore[] = [];
   let attached: LogStore | undefined;
   let connection: Promise<pg.Client> | undefined;
