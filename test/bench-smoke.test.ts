@@ -8,11 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { createServer, connect, type AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { startBare, startStatelog, type Server } from '../bench/shared/lib.js';
 import { autocannonCli, load, prebuilt } from '../bench/shared/load.js';
 import { renderChart, renderMarkdown, type Results } from '../bench/shared/report.js';
 import { putRequest } from '../bench/writes/write.js';
+import { DelayedLink } from '../bench/postgres/standby-link.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const execFileAsync = promisify(execFile);
@@ -167,5 +169,30 @@ describe('the stall timeline (bench/profiling/stall-trace.mjs, bench/profiling/s
     expect(stdout).toContain('2 requests of 30 ms or more');
     expect(stdout).toMatch(/pool-fdatasync: 1\n/);
     expect(stdout).toMatch(/stall: 1\n/);
+  });
+});
+
+describe("the standby's link (bench/postgres/standby-link.ts)", () => {
+  it('relays every byte in order both ways, each way at least the delay later, and ends with its peer', async () => {
+    const echo = createServer((socket) => socket.pipe(socket));
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    const link = await DelayedLink.start((echo.address() as AddressInfo).port, 5);
+    try {
+      const socket = connect(link.port, '127.0.0.1');
+      let received = '';
+      socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+      const sent = Array.from({ length: 200 }, (_, i) => `${i},`).join('');
+      const started = performance.now();
+      for (let i = 0; i < sent.length; i += 50) socket.write(sent.slice(i, i + 50));
+      await vi.waitFor(() => expect(received).toBe(sent), { timeout: 5000, interval: 1 });
+      // Out through the link and back: held twice.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(10);
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      socket.end();
+      await closed;
+    } finally {
+      await link.stop();
+      echo.close();
+    }
   });
 });

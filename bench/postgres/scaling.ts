@@ -8,7 +8,9 @@
 // STATELOG_BENCH_LOAD_CORES (0.8: the load generator's), STATELOG_BENCH_SCALING_CONNECTIONS
 // (64 in all, spread evenly over the nodes), STATELOG_BENCH_SCALING_SIDES (some sides by name,
 // pg1,pg4: every side by default), STATELOG_BENCH_SCALING_PER_NODE=1 (the connections are each
-// node's, as when every machine added brings its clients, not all of them).
+// node's, as when every machine added brings its clients, not all of them),
+// STATELOG_BENCH_STANDBY_DELAY_MS (0.5: held each way on the standby's replication
+// connection by bench/postgres/standby-link.ts, as a standby on another machine; 0: loopback).
 //
 // Confinement: a CPU cgroup per node and one for the load generator, under
 // /sys/fs/cgroup/cpu/statelog-bench-<pid>/ (cgroup v1: cpu.cfs_quota_us per 100 ms period;
@@ -39,6 +41,7 @@ import { alternate, ratios, type Figure, type Metric, type RunSettings } from '.
 import { envNumber, freePort, isMain, ROOT, sleep, startStatelog, type Server } from '../shared/lib.js';
 import { PUT_KEYS } from '../writes/write.js';
 import { Databases, putLoad } from './shared.js';
+import { DelayedLink } from './standby-link.js';
 
 // ---------------------------------------------------------------- CPU groups
 
@@ -217,12 +220,18 @@ class PrivateCluster {
   /** The primary's maintenance database. */
   url = '';
 
-  private constructor(private readonly dir: string) {}
+  private link?: DelayedLink;
 
-  static async start(): Promise<PrivateCluster> {
+  private constructor(
+    private readonly dir: string,
+    /** Held each way on the replication connection; 0: the standby connects straight. */
+    private readonly linkDelayMs: number,
+  ) {}
+
+  static async start(linkDelayMs: number): Promise<PrivateCluster> {
     const missing = ['initdb', 'pg_basebackup', 'postgres'].filter((bin) => !existsSync(join(PG_BIN, bin)));
     if (missing.length > 0) throw new Error(`missing ${missing.map((bin) => join(PG_BIN, bin)).join(', ')}: apt-get install postgresql-15`);
-    const cluster = new PrivateCluster(mkdtempSync(join(tmpdir(), 'statelog-bench-pg-')));
+    const cluster = new PrivateCluster(mkdtempSync(join(tmpdir(), 'statelog-bench-pg-')), linkDelayMs);
     try {
       await cluster.boot();
     } catch (err) {
@@ -281,7 +290,9 @@ class PrivateCluster {
       }
     });
     this.tool('pg_basebackup', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-D', standbyDir, '-X', 'stream', '-R']);
-    const conninfo = `host=127.0.0.1 port=${port} user=postgres application_name=${STANDBY_NAME}`;
+    // The standby streams through the link: what it confirms reaches the primary a round trip later.
+    this.link = this.linkDelayMs > 0 ? await DelayedLink.start(port, this.linkDelayMs) : undefined;
+    const conninfo = `host=127.0.0.1 port=${this.link?.port ?? port} user=postgres application_name=${STANDBY_NAME}`;
     const standby = this.server(standbyDir, await freePort(), [`primary_conninfo=${conninfo}`, 'hot_standby=on'], 'standby');
     this.standby = standby;
     await until(standby, 'the standby to stream', async () => ((await this.replication()) === 'async' ? true : undefined));
@@ -308,6 +319,11 @@ class PrivateCluster {
     const want = on ? 'sync' : 'async';
     await until(this.standby!, `the standby to be ${want}`, async () => ((await this.replication()) === want ? true : undefined), 10_000);
     this.synchronous = on;
+  }
+
+  /** What the standby's link adds to a round trip, in ms (0 without one). */
+  async linkRoundTripMs(): Promise<number> {
+    return this.link ? this.link.addedRoundTripMs(this.url) : 0;
   }
 
   async version(): Promise<string> {
@@ -337,6 +353,7 @@ class PrivateCluster {
         await server.exited;
       }
     }
+    await this.link?.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
@@ -673,6 +690,7 @@ export const postgresScalingFigure: Figure = {
     const connections = envNumber('STATELOG_BENCH_SCALING_CONNECTIONS', 64);
     const sides = scalingSides();
     const perNode = process.env.STATELOG_BENCH_SCALING_PER_NODE === '1';
+    const linkDelayMs = envNumber('STATELOG_BENCH_STANDBY_DELAY_MS', 0.5);
     const quotaText = `each node confined to ${quotas.node} core, the load generator to ${quotas.load}`;
     const groups = CpuGroups.create({ ...Object.fromEntries(Array.from({ length: MAX_NODES }, (_, i) => [nodeGroup(i), quotas.node])), [LOAD_GROUP]: quotas.load });
     if (typeof groups === 'string') {
@@ -687,18 +705,20 @@ export const postgresScalingFigure: Figure = {
     let cluster: PrivateCluster | undefined;
     let load: LoadProcess | undefined;
     try {
-      cluster = await PrivateCluster.start();
+      cluster = await PrivateCluster.start(linkDelayMs);
+      const linkRoundTrip = await cluster.linkRoundTripMs();
       load = new LoadProcess();
       groups.place(LOAD_GROUP, load.pid);
       // Twice the suite's: a confined node's rate swings from one 100 ms quota period to the next.
       const seconds = settings.smoke ? settings.seconds : settings.seconds * 2;
       const ctx: Context = { settings, groups, cluster, load, quotas, connections, perNode, seconds };
       const version = await cluster.version();
-      settings.log(`private PostgreSQL ${version} primary and synchronous-capable standby at ${cluster.url}; cgroup v${groups.hierarchy.version}, ${quotaText}`);
+      const linkText = linkDelayMs > 0 ? `the standby's link holding ${linkDelayMs} ms each way (${linkRoundTrip.toFixed(2)} ms more a round trip, measured)` : 'the standby on loopback';
+      settings.log(`private PostgreSQL ${version} primary and synchronous-capable standby at ${cluster.url}, ${linkText}; cgroup v${groups.hierarchy.version}, ${quotaText}`);
       const runs: Partial<Record<Side, SideRun[]>> = await alternate(settings.rounds, sides, (side, round) => measureSide(ctx, side, round));
       const verdicts = sides.map((side) => `${SIDES[side].label}: bound by ${runs[side]!.map((r, i) => `(round ${i + 1}) ${r.bound}`).join('; ')}.`);
       return {
-        scale: `${perNode ? `${connections} connections a node` : `${connections} connections in all spread evenly over the nodes`} (${WRITERS} for the writers sides), ${quotaText} (cgroup v${groups.hierarchy.version}); PostgreSQL ${version} unconfined; ${seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
+        scale: `${perNode ? `${connections} connections a node` : `${connections} connections in all spread evenly over the nodes`} (${WRITERS} for the writers sides), ${quotaText} (cgroup v${groups.hierarchy.version}); PostgreSQL ${version} unconfined, ${linkText}; ${seconds} s a side a round, ${PUT_KEYS.toLocaleString()} keys, STATELOG_SYNC=full`,
         settings: {
           connections,
           connectionsPerNode: perNode,
@@ -711,6 +731,8 @@ export const postgresScalingFigure: Figure = {
           rounds: settings.rounds,
           keys: PUT_KEYS,
           sync: 'full',
+          standbyDelayMsEachWay: linkDelayMs,
+          standbyAddedRoundTripMs: Number(linkRoundTrip.toFixed(2)),
           build: build(),
           failedRequests: Object.values(runs).flat().reduce((n, r) => n + r!.errors, 0),
         },
