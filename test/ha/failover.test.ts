@@ -9,7 +9,12 @@
 import { randomUUID } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import pg from 'pg';
 import { StateMirror } from '@statelog/client';
+import { toApiError } from '../../src/http/error-handler.js';
+import { postgresErrorKinds } from '../../src/store/postgres/errors.js';
+import { BARRIER } from '../../src/store/postgres/sql.js';
+import { translate } from '../../src/store/store-errors.js';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
 import { cuttableProxy } from '../support/flaky-proxy.js';
 import { HaCluster, startCluster, waitFor, type MemberName } from './support/cluster.js';
@@ -275,6 +280,17 @@ describe.skipIf(SKIP)('statelog across failovers of a Patroni cluster', { timeou
       expect(Date.now() - switched).toBeLessThan(READY_WITHIN_MS);
       expect(unready.ms).toBeLessThan(READYZ_MAX_MS);
       expect((await put(node.url, `standby-${randomUUID()}`, 1)).status).toBe(503);
+      // A barrier whose connection reached the standby after its group's append reached the
+      // primary: PostgreSQL refuses it as internal_error, which is an outage (503), not a 500.
+      const onStandby = new pg.Client({ connectionString: cluster.directUrl(standby) });
+      await onStandby.connect();
+      try {
+        const refused = await onStandby.query(BARRIER()).then(() => null, (err: Error) => err);
+        expect((refused as { code?: string } | null)?.code).toBe('XX000');
+        expect(toApiError(translate(refused, postgresErrorKinds) as Error).statusCode).toBe(503);
+      } finally {
+        await onStandby.end();
+      }
 
       await proxy.retarget('127.0.0.1', portOf(leader));
       const back = Date.now();
