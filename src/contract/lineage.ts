@@ -46,12 +46,18 @@ export function parseLineage(text: string): readonly Generation[] {
 }
 
 /**
- * The generation a reader is served under now (the newest), as it is shown: not at all while the log
- * has had one generation only, since a reader that names none is taken to be of the first.
+ * The generation a reader served up to offset `servedUpTo` is under: the newest that began at or
+ * before it. A newer one has no record of the reader's yet, and its start may not be durable (the
+ * append that began it can be lost in a failover): a reader named by it would be told its copy
+ * differs when it holds nothing of it. Not shown at all while the log has had one generation
+ * only, since a reader that names none is taken to be of the first.
  */
-export function currentGeneration(lineage: string): string | undefined {
+export function currentGeneration(lineage: string, servedUpTo: number): string | undefined {
   const generations = parseLineage(lineage);
-  return generations.length === 1 ? undefined : generationToken(generations[generations.length - 1]!);
+  if (generations.length === 1) return undefined;
+  let shown = generations[0]!;
+  for (const generation of generations) if (generation.start <= servedUpTo) shown = generation;
+  return generationToken(shown);
 }
 
 /** The generation of a reader that names none: the first. */

@@ -65,6 +65,6 @@ export async function readFeed(turns: ReadTurns, store: LogStore, query: FeedQue
   // The reader moves past the records it is not shown, as past those of other prefixes.
   const records = within ? page.records.filter((record) => inScope(record.key, within)) : page.records;
   const next = page.full && last ? last.offset : page.examined;
-  const shown = page.lineage === undefined ? undefined : currentGeneration(page.lineage);
+  const shown = page.lineage === undefined ? undefined : currentGeneration(page.lineage, next);
   return shown === undefined ? { records, next, head: page.head } : { records, next, head: page.head, gen: shown };
 }

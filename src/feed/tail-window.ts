@@ -105,7 +105,7 @@ export class TailWindow {
   }
 
   private withGeneration(page: FeedPage): FeedPage {
-    const gen = this.lineage === undefined ? undefined : currentGeneration(this.lineage);
+    const gen = this.lineage === undefined ? undefined : currentGeneration(this.lineage, page.next);
     return gen === undefined ? page : { ...page, gen };
   }
 

@@ -128,7 +128,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse', req.raw);
     const lineage = snapshot?.lineage;
-    const servedUnder = snapshot ? (lineage === undefined ? undefined : currentGeneration(lineage)) : req.query.gen;
+    const servedUnder = snapshot ? (lineage === undefined ? undefined : currentGeneration(lineage, snapshot.offset)) : req.query.gen;
     const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, gen: servedUnder, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     // Revoked by a reload, it ends with a reset; narrowed, it shows the new scope from the next record on.
     const unwatch = watchScope(auth, req, { prefix: req.query.prefix, key: req.query.key }, filter, (change) => source.rescope(change));

@@ -22,7 +22,7 @@ const SEND_BUFFERS = 8;
 
 /** The last line: without it a client knows the stream was cut short. */
 /** The generation to follow the snapshot's offset under (`gen` on GET /v1/changes), where one is shown. */
-const generationOf = (reader: SpooledSnapshot): string | undefined => (reader.lineage === undefined ? undefined : currentGeneration(reader.lineage));
+const generationOf = (reader: SpooledSnapshot): string | undefined => (reader.lineage === undefined ? undefined : currentGeneration(reader.lineage, reader.offset));
 
 function trailer(reader: SpooledSnapshot): string {
   const shown = generationOf(reader);
