@@ -76,10 +76,11 @@ export async function schemaTemplate(): Promise<string> {
 
 export interface TestDatabaseOptions {
   /**
-   * A migrated template to clone (schemaTemplate()); without one the database is empty and
-   * statelog's migrations run when a store opens it.
+   * No schema yet, for a test of the migrations themselves. Otherwise the database is a clone
+   * of the migrated template the pg tiers' global setup made (STATELOG_TEST_PG_TEMPLATE), where
+   * there is one (benchmarks have none): statelog's migrations then run when a store opens it.
    */
-  template?: string;
+  empty?: boolean;
 }
 
 export interface TestDatabase {
@@ -94,8 +95,9 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
   const name = `${TEST_DB_PREFIX}${process.pid}_${++created}_${Math.random().toString(36).slice(2, 8)}`;
   const url = new URL(pgAdminUrl());
   url.pathname = `/${name}`;
-  if (options.template) {
-    await adminPool().query(`CREATE DATABASE ${name} TEMPLATE ${options.template}`);
+  const template = options.empty ? undefined : process.env.STATELOG_TEST_PG_TEMPLATE;
+  if (template) {
+    await adminPool().query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
     await newIdentity(url.toString());
   } else {
     await adminPool().query(`CREATE DATABASE ${name} TEMPLATE template0 ENCODING 'UTF8'`);

@@ -1,7 +1,7 @@
 // The lineage rules alone: when a reader's copy of the log is known to agree with it, and from
 // which offset it may differ when a failover lost records it was served.
 import { describe, expect, it } from 'vitest';
-import { currentGeneration, divergedFrom, knowsGeneration, parseGenerationToken, parseLineage } from '../src/contract/lineage.js';
+import { servedGeneration, divergedFrom, knowsGeneration, parseGenerationToken, parseLineage } from '../src/contract/lineage.js';
 
 const token = (text: string) => parseGenerationToken(text)!;
 
@@ -14,9 +14,9 @@ describe('lineage', () => {
       { n: 1, id: 'aa', start: 1 },
       { n: 2, id: 'bb', start: 6 },
     ]);
-    expect(currentGeneration(two, 9)).toBe('2-bb');
-    expect(currentGeneration(two, 6)).toBe('2-bb');
-    expect(currentGeneration(one, 9)).toBeUndefined();
+    expect(servedGeneration(two, 9)).toBe('2-bb');
+    expect(servedGeneration(two, 6)).toBe('2-bb');
+    expect(servedGeneration(one, 9)).toBeUndefined();
     expect(() => parseLineage('1-aa')).toThrow('malformed');
     expect(parseGenerationToken('0-aa')).toBeNull();
     expect(parseGenerationToken('2-XY')).toBeNull();
@@ -25,8 +25,8 @@ describe('lineage', () => {
   it('names a reader by the generation of its last record, not by a newer one that has none of its records yet', () => {
     // Generation 2 began at 6 with an append that a failover may still lose: a reader served up
     // to 5 is of generation 1, and stays in agreement with a history whose generation 2 differs.
-    expect(currentGeneration(two, 5)).toBe('1-aa');
-    expect(divergedFrom(5, token(currentGeneration(two, 5)!), '1-aa:1,2-cc:6', 5)).toBeNull();
+    expect(servedGeneration(two, 5)).toBe('1-aa');
+    expect(divergedFrom(5, token(servedGeneration(two, 5)!), '1-aa:1,2-cc:6', 5)).toBeNull();
   });
 
   it('agrees with a reader whose records all precede the next generation', () => {

@@ -52,7 +52,7 @@ export function parseLineage(text: string): readonly Generation[] {
  * differs when it holds nothing of it. Not shown at all while the log has had one generation
  * only, since a reader that names none is taken to be of the first.
  */
-export function currentGeneration(lineage: string, servedUpTo: number): string | undefined {
+export function servedGeneration(lineage: string, servedUpTo: number): string | undefined {
   const generations = parseLineage(lineage);
   if (generations.length === 1) return undefined;
   let shown = generations[0]!;

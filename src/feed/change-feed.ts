@@ -2,7 +2,7 @@
 // the long poll and the event stream share it, as they must agree exactly.
 import { ApiError } from '../contract/errors.js';
 import { inScope } from '../contract/key-scope.js';
-import { currentGeneration, divergedFrom, firstGeneration, type GenerationToken } from '../contract/lineage.js';
+import { servedGeneration, divergedFrom, firstGeneration, type GenerationToken } from '../contract/lineage.js';
 import type { LogStore, StoredRecord } from '../store/log-store.js';
 import type { ReadTurns } from './read-turns.js';
 
@@ -65,6 +65,6 @@ export async function readFeed(turns: ReadTurns, store: LogStore, query: FeedQue
   // The reader moves past the records it is not shown, as past those of other prefixes.
   const records = within ? page.records.filter((record) => inScope(record.key, within)) : page.records;
   const next = page.full && last ? last.offset : page.examined;
-  const shown = page.lineage === undefined ? undefined : currentGeneration(page.lineage, next);
+  const shown = page.lineage === undefined ? undefined : servedGeneration(page.lineage, next);
   return shown === undefined ? { records, next, head: page.head } : { records, next, head: page.head, gen: shown };
 }

@@ -3,7 +3,7 @@
 // head serves every follower, whatever its filter, instead of a read per position and
 // filter. Readers behind the window read the store as before.
 import { inScope } from '../contract/key-scope.js';
-import { currentGeneration, knowsGeneration } from '../contract/lineage.js';
+import { servedGeneration, knowsGeneration } from '../contract/lineage.js';
 import { changesUntil, type LogPosition, type LogStore, type StoredRecord } from '../store/log-store.js';
 import { checkReader, FEED_SCAN_RECORDS, readFeed, type FeedPage, type FeedQuery } from './change-feed.js';
 import type { ReadTurns } from './read-turns.js';
@@ -105,7 +105,7 @@ export class TailWindow {
   }
 
   private withGeneration(page: FeedPage): FeedPage {
-    const gen = this.lineage === undefined ? undefined : currentGeneration(this.lineage, page.next);
+    const gen = this.lineage === undefined ? undefined : servedGeneration(this.lineage, page.next);
     return gen === undefined ? page : { ...page, gen };
   }
 

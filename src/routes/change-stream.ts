@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { checkEpoch, checkReader } from '../feed/change-feed.js';
 import { ChangeStreamSource, resetBody, type ChangeStreamEvent } from '../feed/change-stream-source.js';
 import { ApiError } from '../contract/errors.js';
-import { currentGeneration, parseGenerationToken } from '../contract/lineage.js';
+import { servedGeneration, parseGenerationToken } from '../contract/lineage.js';
 import type { ReadFilter } from '../contract/key-scope.js';
 import { recordJson } from '../contract/render.js';
 import { pullStream } from '../http/pull-stream.js';
@@ -128,7 +128,7 @@ export const changeStreamRoutes: FastifyPluginAsyncTypebox<ChangeStreamRouteOpti
     const lifetime = requestLifetime(reply, lifecycle.shutdown);
     const closed = metrics.openStream('sse', req.raw);
     const lineage = snapshot?.lineage;
-    const servedUnder = snapshot ? (lineage === undefined ? undefined : currentGeneration(lineage, snapshot.offset)) : req.query.gen;
+    const servedUnder = snapshot ? (lineage === undefined ? undefined : servedGeneration(lineage, snapshot.offset)) : req.query.gen;
     const source = new ChangeStreamSource({ tail, notifier, ...filter, epoch: store.epoch, gen: servedUnder, after, snapshot: snapshot ?? null, signal: lifetime.signal });
     // Revoked by a reload, it ends with a reset; narrowed, it shows the new scope from the next record on.
     const unwatch = watchScope(auth, req, { prefix: req.query.prefix, key: req.query.key }, filter, (change) => source.rescope(change));

@@ -13,17 +13,17 @@ import type { Lifecycle } from '../http/lifecycle.js';
 import type { Metrics } from '../metrics.js';
 import type { SharedSnapshots } from '../snapshot/shared-snapshots.js';
 import type { SpooledSnapshot } from '../snapshot/snapshot-spool.js';
-import { currentGeneration } from '../contract/lineage.js';
+import { servedGeneration } from '../contract/lineage.js';
 import type { LogStore } from '../store/log-store.js';
 
 /** Chunks sent from the spool: one fits the stream's 64 KiB buffer, and a buffer is reused long after its bytes left. */
 const SEND_BYTES = 64 * 1024;
 const SEND_BUFFERS = 8;
 
-/** The last line: without it a client knows the stream was cut short. */
 /** The generation to follow the snapshot's offset under (`gen` on GET /v1/changes), where one is shown. */
-const generationOf = (reader: SpooledSnapshot): string | undefined => (reader.lineage === undefined ? undefined : currentGeneration(reader.lineage, reader.offset));
+const generationOf = (reader: SpooledSnapshot): string | undefined => (reader.lineage === undefined ? undefined : servedGeneration(reader.lineage, reader.offset));
 
+/** The last line: without it a client knows the stream was cut short. */
 function trailer(reader: SpooledSnapshot): string {
   const shown = generationOf(reader);
   const gen = shown === undefined ? '' : `,"gen":"${shown}"`;

@@ -4,7 +4,7 @@
 import pg from 'pg';
 import type { StoredRecord } from '../../src/store/log-store.js';
 import { PgStore, type PgStoreOptions } from '../../src/store/postgres/store.js';
-import { createTestDatabase, type TestDatabase } from '../../harness/pg-database.js';
+import { createTestDatabase, type TestDatabase, type TestDatabaseOptions } from '../../harness/pg-database.js';
 import { spawnServer, type UrlServer } from '../support/child-server.js';
 
 /**
@@ -23,13 +23,8 @@ export interface Fixture {
   cleanup(): Promise<void>;
 }
 
-export interface FixtureOptions {
-  /** A database with no schema yet (for the migrations' own tests); others are cloned migrated. */
-  empty?: boolean;
-}
-
-export async function fixture(options: FixtureOptions = {}): Promise<Fixture> {
-  const db = await createTestDatabase({ template: options.empty ? undefined : process.env.STATELOG_TEST_PG_TEMPLATE });
+export async function fixture(options: TestDatabaseOptions = {}): Promise<Fixture> {
+  const db = await createTestDatabase(options);
   const stores: PgStore[] = [];
   const servers: UrlServer[] = [];
   const clients: pg.Client[] = [];

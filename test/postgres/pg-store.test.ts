@@ -447,7 +447,7 @@ describe('test databases', () => {
   it('cloned from the migrated template are migrated, each with an epoch and a lineage of its own', async () => {
     const template = await schemaTemplate();
     expect(process.env.STATELOG_TEST_PG_TEMPLATE).toBe(template);
-    const dbs = [await createTestDatabase({ template }), await createTestDatabase({ template })];
+    const dbs = [await createTestDatabase(), await createTestDatabase()];
     try {
       const identities = [];
       for (const db of dbs) {

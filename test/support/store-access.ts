@@ -83,7 +83,6 @@ export interface TestStore {
   drop(): Promise<void>;
 }
 
-/** A fresh database of the store under test: a file in `dir`, or a new PostgreSQL database. */
 export interface TestStoreOptions {
   /**
    * A PostgreSQL database with no schema yet, for a test of what happens before or during
@@ -92,6 +91,7 @@ export interface TestStoreOptions {
   empty?: boolean;
 }
 
+/** A fresh database of the store under test: a file in `dir`, or a new PostgreSQL database. */
 export async function testStore(
   dir: string,
   file = 'statelog.db',
@@ -226,7 +226,7 @@ function sqliteTestStore(path: string): TestStore {
 const FILL_BATCH = 20_000;
 
 async function postgresTestStore(options: TestStoreOptions): Promise<TestStore> {
-  const database = await createTestDatabase({ template: options.empty ? undefined : process.env.STATELOG_TEST_PG_TEMPLATE });
+  const database = await createTestDatabase(options);
   const stores: PgStore[] = [];
   let attached: LogStore | undefined;
   let connection: Promise<pg.Client> | undefined;
