@@ -15,6 +15,7 @@ const TOOLS = [
   'bench/reads/history-index.ts',
   'bench/snapshots/quick-check.ts',
   'bench/snapshots/snapshot-cpu.ts',
+  'bench/profiling/app-build.ts',
   'bench/profiling/profile.ts',
   'bench/profiling/versus-commit.ts',
   'bench/profiling/cpu-per-request.ts',

@@ -1,6 +1,7 @@
 // How requests are read and refused: schema validation, JSON bodies only, and the one error handler.
 import { isUtf8 } from 'node:buffer';
 import { Ajv } from 'ajv';
+import fastJsonStringify from 'fast-json-stringify';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import secureJson from 'secure-json-parse';
@@ -10,13 +11,24 @@ import { decodedBody } from './content-encoding.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { checkExactBodySize, exactNumbers } from './exact-numbers.js';
 
+// Compiled once a process, not once an app: the route schemas are module constants and no
+// shared schema is added, so an app built again (a test file builds dozens) reuses them.
+const AJV_OPTIONS = { useDefaults: true, removeAdditional: false, allErrors: false, strict: false } as const;
 /** Bodies are checked strictly (no coercion, extra members refused); query strings and params are coerced from text. */
-function validatorCompiler() {
-  const options = { useDefaults: true, removeAdditional: false, allErrors: false, strict: false } as const;
-  const bodies = new Ajv({ ...options, coerceTypes: false });
-  const urls = new Ajv({ ...options, coerceTypes: 'array' });
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
-    (httpPart === 'body' ? bodies : urls).compile(schema);
+const bodies = new Ajv({ ...AJV_OPTIONS, coerceTypes: false });
+const urls = new Ajv({ ...AJV_OPTIONS, coerceTypes: 'array' });
+// Ajv keeps what it compiled by schema object.
+const compileValidator = ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
+  (httpPart === 'body' ? bodies : urls).compile(schema);
+
+const serializers = new WeakMap<object, (data: unknown) => string>();
+function compileSerializer({ schema }: { schema: object }): (data: unknown) => string {
+  let serialize = serializers.get(schema);
+  if (!serialize) {
+    serialize = fastJsonStringify(schema);
+    serializers.set(schema, serialize);
+  }
+  return serialize;
 }
 
 /** JSON bodies only: valid UTF-8, valid JSON, no prototype poisoning. */
@@ -45,7 +57,8 @@ function parseJsonBody(req: FastifyRequest, body: Buffer, done: (err: Error | nu
 }
 
 export const parsing = fp(async (app: FastifyInstance, { faults }: { faults: StoreFaults }) => {
-  app.setValidatorCompiler(validatorCompiler());
+  app.setValidatorCompiler(compileValidator);
+  app.setSerializerCompiler(compileSerializer);
   // Present on every request from the start (fastify's advice), a body or not.
   app.decorateRequest('exactBody', undefined);
   app.setErrorHandler((err: Error, req, reply) => {

@@ -202,8 +202,8 @@ export class PgStore implements LogStore {
       } finally {
         await client.end().catch(() => {});
       }
-      await store.watch.start();
-      await store.probe.start();
+      // Each its own connection, neither needing the other.
+      await Promise.all([store.watch.start(), store.probe.start()]);
     } catch (err) {
       await store.close();
       throw err;
