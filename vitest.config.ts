@@ -1,6 +1,17 @@
 import { defaultServerConditions } from 'vite';
+import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
-import { TIERS, tierFiles } from './test/tiers.js';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { TIERS, tierFiles, WAITING } from './test/tiers.js';
+
+/** vitest's order (the slowest first, by its cache of durations, else the largest), with the WAITING files before all. */
+class WaitingFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const waiting = (file: TestSpecification) => WAITING.includes(relative(import.meta.dirname, file.moduleId));
+    return [...sorted.filter(waiting), ...sorted.filter((file) => !waiting(file))];
+  }
+}
 
 // One project a tier (test/tiers.ts declares them, with their files and what they need):
 // `npm test` runs the fast one, `npm run test:<tier>` another, `npm run test:all` them all.
@@ -14,6 +25,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    sequence: { sequencer: WaitingFirst },
     // Each worker keeps its modules from one file to the next: re-importing fastify, ajv,
     // pg and the rest for every file cost about a fifth of the suite. The files share no
     // state through them: every app, store and registry is made by the test that uses it.

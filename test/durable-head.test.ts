@@ -76,8 +76,12 @@ describe('the durable head', () => {
     durable.reset();
     expect(durable.value).toBe(0);
     const again = durable.cover(1);
-    // The barrier still under way was started before the reset; the wait is its.
+    // The barrier still under way was started before the reset, on what may be another
+    // database: the wait that came after it gets the next one.
     calls[0]!.answer(12);
+    expect(await settled(again)).toBe('pending');
+    expect(calls).toHaveLength(2);
+    calls[1]!.answer(1);
     expect(await settled(again)).toBe('resolved');
   });
 
@@ -90,6 +94,24 @@ describe('the durable head', () => {
     calls[0]!.answer(1);
     await new Promise((resolve) => setImmediate(resolve));
     expect(durable.value).toBe(1);
+  });
+
+  it('neither keeps nor tells the head of a barrier that a reset overtook: the database may be another one now', async () => {
+    const { calls, alone, barrier } = controlledBarriers();
+    const durable = new DurableHead(barrier);
+    const first = durable.cover(3);
+    const second = durable.cover(5);
+    // A connection broke while the barrier ran: a failover may have happened.
+    durable.reset();
+    calls[0]!.answer(4);
+    expect(await settled(first)).toBe('resolved');
+    expect(durable.value).toBe(0);
+    // The next barrier, on whichever database answers now, carries nothing of the one before.
+    expect(calls[1]!.announce).toBeNull();
+    calls[1]!.answer(5);
+    expect(await settled(second)).toBe('resolved');
+    expect(durable.value).toBe(5);
+    expect(alone).toEqual([5]);
   });
 
   it("tells other nodes each barrier's head: carried by the next barrier when one follows at once, else alone", async () => {

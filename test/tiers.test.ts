@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { SLOW_TIERS, TIERS } from './tiers.js';
+import { SLOW_TIERS, TIERS, WAITING } from './tiers.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs');
@@ -45,6 +45,8 @@ describe('the test tiers', () => {
     expect(pg).not.toContain('test/nginx-cache.test.ts');
     // A new file lands in the fast tier.
     expect(onSqlite.get('test/keys.test.ts')).toEqual(['fast']);
+    // The files started first are test files still (a renamed one would just lose its place).
+    for (const file of WAITING) expect(onSqlite.has(file), file).toBe(true);
   });
 
   it('each have their npm script', () => {

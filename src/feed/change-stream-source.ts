@@ -14,6 +14,11 @@ const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
 /** The contract's bound on the time between progress events. */
 const PROGRESS_INTERVAL_MS = 15_000;
+/**
+ * How long a stream waits before reading again after a read that found nothing below a head the
+ * node knows (the database lost those commits in a failover): read again at once, it would spin.
+ */
+const EMPTY_READ_RETRY_MS = 250;
 
 /** In order: `open`, a snapshot's `snapshot-records` and `snapshot-end`, then `records` and `progress` until a `reset`. */
 export type ChangeStreamEvent<Page> =
@@ -144,13 +149,15 @@ export class ChangeStreamSource<Page> {
     for (;;) {
       if (this.refusal) return this.refused(this.refusal);
       const progressDue = Date.now() - this.lastProgressAt >= PROGRESS_INTERVAL_MS;
+      let foundNothing = false;
       // At the head there is nothing to read: go straight to waiting.
       if (this.position < this.options.tail.head || progressDue) {
         const event = await this.read(progressDue);
         if (event === undefined) continue;
         if (event) return event;
+        foundNothing = true;
       }
-      if (!(await this.waitForCommit())) {
+      if (!(await this.waitForCommit(foundNothing))) {
         this.phase = 'done';
         return null;
       }
@@ -188,12 +195,16 @@ export class ChangeStreamSource<Page> {
     return sent ? { type: 'records', page: text } : null;
   }
 
-  /** Waits for a commit after the reader's position, or until progress is due; false once the stream must end. */
-  private async waitForCommit(): Promise<boolean> {
+  /**
+   * Waits for a commit after the reader's position, or until progress is due (or, after a read
+   * that found nothing, the retry is); false once the stream must end.
+   */
+  private async waitForCommit(foundNothing: boolean): Promise<boolean> {
     const { notifier, signal } = this.options;
+    const progressDue = this.lastProgressAt + PROGRESS_INTERVAL_MS;
     // A commit published since the last read: read again rather than wait.
-    if (!signal.aborted && notifier.head <= this.position) {
-      await this.waiter.wait(this.lastProgressAt + PROGRESS_INTERVAL_MS);
+    if (!signal.aborted && (foundNothing || notifier.head <= this.position)) {
+      await this.waiter.wait(foundNothing ? Math.min(progressDue, Date.now() + EMPTY_READ_RETRY_MS) : progressDue);
     }
     return !signal.aborted;
   }

@@ -139,7 +139,10 @@ export class TailPages<Rendered> {
       reading.then(
         (read) => {
           entry.readers = null;
-          this.keep(key, entry, read);
+          // Nothing past `after` though the node knows a later head: the database is behind what the
+          // node saw (a failover lost those commits); the next read asks it again.
+          if (read.page.records.length === 0 && read.page.next <= query.after) this.pages.delete(key);
+          else this.keep(key, entry, read);
         },
         // A failed read (the database unreachable for a moment) is not kept for the next reader.
         () => this.pages.get(key) === entry && this.pages.delete(key),

@@ -34,6 +34,7 @@ export class DurableHead {
   private durable = 0;
   private waiters: Waiter[] = [];
   private running = false;
+  private resets = 0;
 
   /** `barriers` undefined: every commit is acknowledged as the server makes it (STATELOG_SYNC=normal). */
   constructor(private readonly barriers: Barriers | undefined) {}
@@ -51,6 +52,7 @@ export class DurableHead {
   /** The database may be another one now (a failover): nothing is taken as durable until a barrier says so. */
   reset(): void {
     this.durable = 0;
+    this.resets += 1;
   }
 
   /**
@@ -91,11 +93,21 @@ export class DurableHead {
     this.running = true;
     // Only offsets committed before the barrier's statement began are covered by it.
     const waiting = new Set(this.waiters);
+    const resets = this.resets;
     barriers.run(announce).then(
       (head) => {
         this.running = false;
-        this.learn(head);
-        this.run(head);
+        if (resets === this.resets) {
+          this.learn(head);
+          this.run(head);
+          return;
+        }
+        // A reset overtook it: the database may be another one now, so its head answers the
+        // waits it was run for but is neither kept nor told to the other nodes.
+        const answered = (waiter: Waiter) => waiting.has(waiter) && waiter.offset <= head;
+        for (const waiter of this.waiters) if (answered(waiter)) waiter.resolve();
+        this.waiters = this.waiters.filter((waiter) => !answered(waiter));
+        this.run();
       },
       // Its announcement may be lost with it: the other nodes' catch-up reads find the head.
       (err: unknown) => {

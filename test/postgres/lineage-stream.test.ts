@@ -1,0 +1,58 @@
+// Change streams of a node whose log changed under it as a failover changes it: a new
+// generation (the first write on a new WAL timeline), or records the node saw committed that the
+// database no longer has. The streams go on, and the node goes on answering. The node runs in a
+// process of its own: a node that stopped answering would stop this file's timers too if it ran
+// in the test's process.
+import { afterEach, expect, it } from 'vitest';
+import { fixture, http, type Fixture } from './fixtures.js';
+import { SseClient } from '../support/stream-clients.js';
+
+let f: Fixture | undefined;
+afterEach(async () => {
+  await f?.cleanup();
+  f = undefined;
+});
+
+it('a change stream waiting at the head goes on into a new generation, and the node keeps answering', async () => {
+  f = await fixture();
+  const node = await f.spawn();
+  expect((await http(node.url, 'POST', '/v1/records', { records: [{ key: 'k1', value: 1 }, { key: 'k2', value: 2 }] })).status).toBe(200);
+  const stream = await SseClient.connect(`${node.url}/v1/changes/stream?after=0`);
+  const keysSeen = () => stream.events.filter((event) => event.event === 'record').map((event) => (JSON.parse(event.data) as { key: string }).key);
+  await stream.until(() => keysSeen().includes('k2'), 5_000);
+
+  // The meta row says the last write was on another timeline: the next write is the first of a
+  // new generation, as the first write on a promoted standby is.
+  const client = await f.connect();
+  await client.query(`UPDATE meta SET timeline = 'FFFFFFFF' WHERE id = 1`);
+  expect((await http(node.url, 'PUT', '/v1/keys/k3', { value: 3 })).status).toBe(200);
+  const { rows } = await client.query<{ lineage: string }>('SELECT lineage FROM meta WHERE id = 1');
+  expect(rows[0]!.lineage).toMatch(/,2-[0-9a-f]{8}:3$/);
+
+  await stream.until(() => keysSeen().includes('k3'), 5_000);
+  expect(keysSeen()).toEqual(['k1', 'k2', 'k3']);
+  const health = await fetch(`${node.url}/healthz`, { signal: AbortSignal.timeout(2_000) });
+  expect(health.status).toBe(200);
+  stream.close();
+}, 30_000);
+
+it('a change stream behind a head the database no longer has waits for the next write, and the node keeps answering', async () => {
+  f = await fixture();
+  const node = await f.spawn();
+  const records = [1, 2, 3, 4].map((n) => ({ key: `k${n}`, value: n }));
+  expect((await http(node.url, 'POST', '/v1/records', { records })).status).toBe(200);
+  // The last two records are gone, as a failover loses commits the promoted standby never had;
+  // the node saw no connection break, so it still takes the head to be 4.
+  const client = await f.connect();
+  await client.query(`DELETE FROM log WHERE seq > 2`);
+  await client.query(`DELETE FROM state WHERE seq > 2`);
+  await client.query(`UPDATE meta SET head = 2, records = 2, state_keys = 2, live_keys = 2 WHERE id = 1`);
+
+  const stream = await SseClient.connect(`${node.url}/v1/changes/stream?after=2`);
+  const health = await fetch(`${node.url}/healthz`, { signal: AbortSignal.timeout(2_000) });
+  expect(health.status).toBe(200);
+  // The next write is offset 3 in the database: the stream, waiting after 2, is given it.
+  expect((await http(node.url, 'PUT', '/v1/keys/k5', { value: 5 })).status).toBe(200);
+  await stream.until((events) => events.some((event) => event.event === 'record' && (JSON.parse(event.data) as { key: string }).key === 'k5'), 5_000);
+  stream.close();
+}, 30_000);
