@@ -141,7 +141,7 @@ export class TailPages<Rendered> {
           entry.readers = null;
           // Nothing past `after` though the node knows a later head: the database is behind what the
           // node saw (a failover lost those commits); the next read asks it again.
-          if (read.page.records.length === 0 && read.page.next <= query.after) this.pages.delete(key);
+          if (read.page.records.length === 0 && read.page.next <= query.after && read.page.next < position.head) this.pages.delete(key);
           else this.keep(key, entry, read);
         },
         // A failed read (the database unreachable for a moment) is not kept for the next reader.
