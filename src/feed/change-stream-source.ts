@@ -201,10 +201,10 @@ export class ChangeStreamSource<Page> {
    */
   private async waitForCommit(foundNothing: boolean): Promise<boolean> {
     const { notifier, signal } = this.options;
-    const progressDue = this.lastProgressAt + PROGRESS_INTERVAL_MS;
+    const progressAt = this.lastProgressAt + PROGRESS_INTERVAL_MS;
     // A commit published since the last read: read again rather than wait.
     if (!signal.aborted && (foundNothing || notifier.head <= this.position)) {
-      await this.waiter.wait(foundNothing ? Math.min(progressDue, Date.now() + EMPTY_READ_RETRY_MS) : progressDue);
+      await this.waiter.wait(foundNothing ? Math.min(progressAt, Date.now() + EMPTY_READ_RETRY_MS) : progressAt);
     }
     return !signal.aborted;
   }

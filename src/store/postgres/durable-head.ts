@@ -104,9 +104,7 @@ export class DurableHead {
         }
         // A reset overtook it: the database may be another one now, so its head answers the
         // waits it was run for but is neither kept nor told to the other nodes.
-        const answered = (waiter: Waiter) => waiting.has(waiter) && waiter.offset <= head;
-        for (const waiter of this.waiters) if (answered(waiter)) waiter.resolve();
-        this.waiters = this.waiters.filter((waiter) => !answered(waiter));
+        this.settle(head, waiting);
         this.run();
       },
       // Its announcement may be lost with it: the other nodes' catch-up reads find the head.
@@ -119,11 +117,12 @@ export class DurableHead {
     );
   }
 
-  private settle(): void {
+  /** Answers the waits up to `upTo` (only those `among`, when given). */
+  private settle(upTo = this.durable, among?: ReadonlySet<Waiter>): void {
     if (this.waiters.length === 0) return;
     const still: Waiter[] = [];
     for (const waiter of this.waiters) {
-      if (waiter.offset <= this.durable) waiter.resolve();
+      if (waiter.offset <= upTo && (!among || among.has(waiter))) waiter.resolve();
       else still.push(waiter);
     }
     this.waiters = still;
