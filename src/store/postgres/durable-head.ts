@@ -4,16 +4,14 @@
 // commit durable at once: a transaction that writes WAL commits synchronously, and PostgreSQL
 // flushes and replicates WAL in order. Nothing is answered beyond what is durable: a write waits
 // for a barrier that covers its offsets, a read for one that covers the head it shows.
-// A barrier's head is told to the other nodes by the next barrier when one follows at once (its
-// statement carries it: a round trip saved under load), else on its own.
+// A barrier's head is then told to the other nodes on its own, never by a barrier: a transaction
+// that notifies holds PostgreSQL's instance-wide notification lock from its commit's start to its
+// end, which for a barrier is the WAL flush and the standby's confirmation (docs/postgres.md).
 
 export interface Barriers {
-  /**
-   * Commits synchronously and returns the head its statement saw (all durable now); `announce`, a
-   * head an earlier barrier made durable, is told to the other nodes in the same statement.
-   */
-  run(announce: number | null): Promise<number>;
-  /** Tells the other nodes of a durable head, on its own. */
+  /** Commits synchronously and returns the head its statement saw (all durable now). */
+  run(): Promise<number>;
+  /** Tells the other nodes of a durable head, in a transaction that waits for no flush. */
   announce(head: number): void;
 }
 
@@ -82,24 +80,21 @@ export class DurableHead {
     });
   }
 
-  /** One barrier at a time: those who wait meanwhile share the next, which tells `announce`, the last one's head. */
-  private run(announce: number | null = null): void {
+  /** One barrier at a time: those who wait meanwhile share the next. */
+  private run(): void {
     const { barriers } = this;
-    if (this.running || !barriers) return;
-    if (this.waiters.length === 0) {
-      if (announce !== null) barriers.announce(announce);
-      return;
-    }
+    if (this.running || !barriers || this.waiters.length === 0) return;
     this.running = true;
     // Only offsets committed before the barrier's statement began are covered by it.
     const waiting = new Set(this.waiters);
     const resets = this.resets;
-    barriers.run(announce).then(
+    barriers.run().then(
       (head) => {
         this.running = false;
         if (resets === this.resets) {
           this.learn(head);
-          this.run(head);
+          barriers.announce(head);
+          this.run();
           return;
         }
         // A reset overtook it: the database may be another one now, so its head answers the
@@ -107,7 +102,6 @@ export class DurableHead {
         this.settle(head, waiting);
         this.run();
       },
-      // Its announcement may be lost with it: the other nodes' catch-up reads find the head.
       (err: unknown) => {
         this.running = false;
         for (const waiter of waiting) waiter.reject(err);

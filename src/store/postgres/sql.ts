@@ -59,15 +59,6 @@ export const APPEND = prepared('statelog_append', APPEND_SQL);
 // The head, with a transaction that writes WAL (a logical message, which touches no table): its
 // synchronous commit flushes, and waits for a synchronous standby, past every commit the head counts.
 export const BARRIER = prepared('statelog_barrier', `SELECT head, pg_logical_emit_message(true, 'statelog', 'durable') AS lsn FROM meta WHERE id = 1`);
-/**
- * A barrier that also tells every node of an earlier barrier's durable head ($1, as NOTIFY's):
- * that head is durable whatever becomes of this one's wait, so its commit may carry it.
- */
-export const BARRIER_ANNOUNCING = prepared(
-  'statelog_barrier_announcing',
-  `SELECT head, pg_logical_emit_message(true, 'statelog', 'durable') AS lsn, pg_notify('${CHANGES_CHANNEL}', $1) FROM meta WHERE id = 1`,
-);
-
 /** Tells every node of a durable head ('<head> <node>'); it writes no WAL, so its commit waits for nothing. */
 export const NOTIFY = prepared('statelog_notify', `SELECT pg_notify('${CHANGES_CHANNEL}', $1)`);
 

@@ -44,7 +44,6 @@ import { PgSnapshot } from './snapshot.js';
 import {
   APPEND,
   BARRIER,
-  BARRIER_ANNOUNCING,
   BEGIN_AND_LOCK_SQL,
   CHANGES_SQL,
   COUNTERS_SQL,
@@ -155,7 +154,7 @@ export class PgStore implements LogStore {
     };
     this.writes = new WriteConnections(writePool, check);
     this.barriers = new WriteConnections(barrierPool, check);
-    this.durable = new DurableHead(options.sync === 'full' ? { run: (announce) => this.barrier(announce), announce: (head) => this.announce(head) } : undefined);
+    this.durable = new DurableHead(options.sync === 'full' ? { run: () => this.barrier(), announce: (head) => this.announce(head) } : undefined);
     for (const pool of [this.pool, this.snapshotPool, writePool, barrierPool]) {
       // An idle pooled connection that breaks must not take the process down,
       pool.on('error', (err) => this.reportError(err));
@@ -275,30 +274,26 @@ export class PgStore implements LogStore {
 
   /**
    * Commits a transaction that writes WAL, synchronously: every commit before its statement is then
-   * durable. It carries `announce`, an earlier barrier's head, to the other nodes.
+   * durable. It notifies nobody: that would hold every node's barriers behind its flush.
    */
-  private async barrier(announce: number | null): Promise<number> {
+  private async barrier(): Promise<number> {
     const connection = await this.barriers.connect();
-    const statement = announce === null ? BARRIER() : BARRIER_ANNOUNCING([this.announcement(announce)]);
     try {
-      return (await connection.commits(() => connection.client.query<{ head: number }>(statement))).rows[0]!.head;
+      return (await connection.commits(() => connection.client.query<{ head: number }>(BARRIER()))).rows[0]!.head;
     } finally {
       connection.release();
     }
   }
 
   /**
-   * Tells the other nodes of a durable head, on its own: other nodes' readers may be served up to it
-   * (a lost notification waits for their catch-up read). Never in the round trip of the barrier that
-   * made it durable: one whose wait for the standby was cancelled would announce a head that is not.
-   * A failure is the database's, which the next barrier or the readiness probe tells.
+   * Tells the other nodes of a durable head: their readers may be served up to it (a lost
+   * notification waits for their catch-up read). A transaction of its own, which writes no WAL, so
+   * its commit holds the notification lock for no flush. Never in the round trip of the barrier
+   * that made it durable: one whose wait for the standby was cancelled would announce a head that
+   * is not. A failure is the database's, which the next barrier or the readiness probe tells.
    */
   private announce(head: number): void {
-    this.pool.query(NOTIFY([this.announcement(head)])).catch(() => {});
-  }
-
-  private announcement(head: number): string {
-    return `${head} ${this.node}`;
+    this.pool.query(NOTIFY([`${head} ${this.node}`])).catch(() => {});
   }
 
   async get(key: string): Promise<StoredEntry | null> {
