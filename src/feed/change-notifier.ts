@@ -34,6 +34,9 @@ export class ChangeNotifier {
   }
 }
 
+/** The retry after a read that found nothing below the head (RepeatedWaiter.waitAfterEmptyRead). */
+const EMPTY_READ_RETRY_MS = 250;
+
 // A reader that waits for commits again and again (a stream, a long poll): it listens to its signal
 // once and keeps its timer, which cost more than the rest of a delivery to a hundred streams each.
 export class RepeatedWaiter {
@@ -48,6 +51,15 @@ export class RepeatedWaiter {
     private readonly signal: AbortSignal,
   ) {
     signal.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /**
+   * Waits after a read that found nothing below a head the node knows (the database lost those
+   * commits in a failover): for the next publish, or a short retry at most, as reading again at
+   * once would spin until a commit passes that head.
+   */
+  waitAfterEmptyRead(deadline: number): Promise<boolean> {
+    return this.wait(Math.min(deadline, Date.now() + EMPTY_READ_RETRY_MS));
   }
 
   /** Resolves true on the next publish, or false at `deadline` (epoch ms) or when the signal aborts. */

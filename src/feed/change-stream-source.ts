@@ -14,12 +14,6 @@ const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
 /** The contract's bound on the time between progress events. */
 const PROGRESS_INTERVAL_MS = 15_000;
-/**
- * How long a stream waits before reading again after a read that found nothing below a head the
- * node knows (the database lost those commits in a failover): read again at once, it would spin.
- */
-const EMPTY_READ_RETRY_MS = 250;
-
 /** In order: `open`, a snapshot's `snapshot-records` and `snapshot-end`, then `records` and `progress` until a `reset`. */
 export type ChangeStreamEvent<Page> =
   | { type: 'open' }
@@ -204,7 +198,7 @@ export class ChangeStreamSource<Page> {
     const progressAt = this.lastProgressAt + PROGRESS_INTERVAL_MS;
     // A commit published since the last read: read again rather than wait.
     if (!signal.aborted && (foundNothing || notifier.head <= this.position)) {
-      await this.waiter.wait(foundNothing ? Math.min(progressAt, Date.now() + EMPTY_READ_RETRY_MS) : progressAt);
+      await (foundNothing ? this.waiter.waitAfterEmptyRead(progressAt) : this.waiter.wait(progressAt));
     }
     return !signal.aborted;
   }

@@ -80,21 +80,32 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
     try {
       // A client that left while its read waited for its turn is not read for.
       const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
+      // The head the node knew as a read began: a read that finds nothing below it is behind.
+      let known = tail.head;
       let { page, text: rendered } = await readAt(after, gone);
-      // Waits only at the head: a filtered read that stopped at its scan bound answers at
-      // once with the position it reached, and the reader continues from there.
-      if (page.records.length === 0 && page.next >= page.head && wait > 0 && !narrowed) {
+      // Waits while a read from `from` finds nothing new: at the head, or below a head the node
+      // knew that the database no longer has (a failover lost its last commits), until a commit
+      // passes it. A filtered read that stopped at its scan bound moved on: it answers at once
+      // with the position it reached, and the reader continues from there.
+      const nothingNew = (from: number) => page.records.length === 0 && (page.next >= page.head || page.next <= from);
+      if (nothingNew(after) && wait > 0 && !narrowed) {
         const release = watchers.acquireFor(req);
         const lifetime = requestLifetime(reply, lifecycle.shutdown);
         waiter = new RepeatedWaiter(notifier, lifetime.signal);
         const closed = metrics.openStream('long_poll', req.raw);
         try {
           // Every commit wakes it; another look reads only what was committed since the last.
-          while (page.records.length === 0 && !lifetime.signal.aborted && Date.now() < deadline) {
-            if (notifier.head <= page.next && change === null) await waiter.wait(deadline);
+          let from = after;
+          while (!lifetime.signal.aborted && Date.now() < deadline) {
+            if (change === null) {
+              if (page.next < known) await waiter.waitAfterEmptyRead(deadline);
+              else if (notifier.head <= page.next) await waiter.wait(deadline);
+            }
             if (lifetime.signal.aborted) break;
-            ({ page, text: rendered } = await readAt(page.next));
-            if (page.next < page.head || narrowed) break;
+            from = page.next;
+            known = tail.head;
+            ({ page, text: rendered } = await readAt(from));
+            if (narrowed || !nothingNew(from)) break;
           }
         } finally {
           waiter.close();

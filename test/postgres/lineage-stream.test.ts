@@ -6,6 +6,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { fixture, http, type Fixture } from './fixtures.js';
 import { SseClient } from '../support/stream-clients.js';
+import { processSeconds } from '../../bench/shared/cpu-share.js';
 
 let f: Fixture | undefined;
 afterEach(async () => {
@@ -55,4 +56,35 @@ it('a change stream behind a head the database no longer has waits for the next 
   expect((await http(node.url, 'PUT', '/v1/keys/k5', { value: 5 })).status).toBe(200);
   await stream.until((events) => events.some((event) => event.event === 'record' && (JSON.parse(event.data) as { key: string }).key === 'k5'), 5_000);
   stream.close();
+}, 30_000);
+
+it('a long poll behind a head the database no longer has waits for the next write instead of answering at once', async () => {
+  f = await fixture();
+  const node = await f.spawn();
+  const records = [1, 2, 3, 4].map((n) => ({ key: `k${n}`, value: n }));
+  expect((await http(node.url, 'POST', '/v1/records', { records })).status).toBe(200);
+  const client = await f.connect();
+  await client.query(`DELETE FROM log WHERE seq > 2`);
+  await client.query(`DELETE FROM state WHERE seq > 2`);
+  await client.query(`UPDATE meta SET head = 2, records = 2, state_keys = 2, live_keys = 2 WHERE id = 1`);
+
+  // Without a write, it waits out its `wait` as at the head, then names the same position; it
+  // waits, not reads again and again (the node's CPU over the 2 s: a loop of reads takes most of it).
+  const started = Date.now();
+  const cpuBefore = processSeconds(node.proc.pid!);
+  const empty = await http(node.url, 'GET', '/v1/changes?after=2&wait=2');
+  const cpu = processSeconds(node.proc.pid!) - cpuBefore;
+  expect(empty.status).toBe(200);
+  expect(empty.body.records).toEqual([]);
+  expect(empty.body.next).toBe(2);
+  expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
+  expect(cpu).toBeLessThan(0.4);
+
+  // A write while it waits: the poll answers with it.
+  const poll = http(node.url, 'GET', '/v1/changes?after=2&wait=10');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect((await http(node.url, 'PUT', '/v1/keys/k5', { value: 5 })).status).toBe(200);
+  const answered = await poll;
+  expect(answered.status).toBe(200);
+  expect(answered.body.records.map((record: { key: string }) => record.key)).toEqual(['k5']);
 }, 30_000);
