@@ -14,6 +14,23 @@ afterEach(async () => {
   f = undefined;
 });
 
+/**
+ * A node that wrote offsets 1 to 4 and whose database then lost 3 and 4, as a failover loses
+ * commits the promoted standby never had: the node saw no connection break, so it still takes
+ * the head to be 4.
+ */
+async function nodeAheadOfItsDatabase() {
+  f = await fixture();
+  const node = await f.spawn();
+  const records = [1, 2, 3, 4].map((n) => ({ key: `k${n}`, value: n }));
+  expect((await http(node.url, 'POST', '/v1/records', { records })).status).toBe(200);
+  const client = await f.connect();
+  await client.query(`DELETE FROM log WHERE seq > 2`);
+  await client.query(`DELETE FROM state WHERE seq > 2`);
+  await client.query(`UPDATE meta SET head = 2, records = 2, state_keys = 2, live_keys = 2 WHERE id = 1`);
+  return node;
+}
+
 it('a change stream waiting at the head goes on into a new generation, and the node keeps answering', async () => {
   f = await fixture();
   const node = await f.spawn();
@@ -38,16 +55,7 @@ it('a change stream waiting at the head goes on into a new generation, and the n
 }, 30_000);
 
 it('a change stream behind a head the database no longer has waits for the next write, and the node keeps answering', async () => {
-  f = await fixture();
-  const node = await f.spawn();
-  const records = [1, 2, 3, 4].map((n) => ({ key: `k${n}`, value: n }));
-  expect((await http(node.url, 'POST', '/v1/records', { records })).status).toBe(200);
-  // The last two records are gone, as a failover loses commits the promoted standby never had;
-  // the node saw no connection break, so it still takes the head to be 4.
-  const client = await f.connect();
-  await client.query(`DELETE FROM log WHERE seq > 2`);
-  await client.query(`DELETE FROM state WHERE seq > 2`);
-  await client.query(`UPDATE meta SET head = 2, records = 2, state_keys = 2, live_keys = 2 WHERE id = 1`);
+  const node = await nodeAheadOfItsDatabase();
 
   const stream = await SseClient.connect(`${node.url}/v1/changes/stream?after=2`);
   const health = await fetch(`${node.url}/healthz`, { signal: AbortSignal.timeout(2_000) });
@@ -59,14 +67,7 @@ it('a change stream behind a head the database no longer has waits for the next 
 }, 30_000);
 
 it('a long poll behind a head the database no longer has waits for the next write instead of answering at once', async () => {
-  f = await fixture();
-  const node = await f.spawn();
-  const records = [1, 2, 3, 4].map((n) => ({ key: `k${n}`, value: n }));
-  expect((await http(node.url, 'POST', '/v1/records', { records })).status).toBe(200);
-  const client = await f.connect();
-  await client.query(`DELETE FROM log WHERE seq > 2`);
-  await client.query(`DELETE FROM state WHERE seq > 2`);
-  await client.query(`UPDATE meta SET head = 2, records = 2, state_keys = 2, live_keys = 2 WHERE id = 1`);
+  const node = await nodeAheadOfItsDatabase();
 
   // Without a write, it waits out its `wait` as at the head, then names the same position; it
   // waits, not reads again and again (the node's CPU over the 2 s: a loop of reads takes most of it).
