@@ -651,6 +651,8 @@ function metrics(runs: Partial<Record<Side, SideRun[]>>, quotas: Quotas): Metric
       { label: `${label}: nodes throttled`, unit: '% of periods', values: sideRuns(side).map((r) => nodesThrottled(side, r) * 100) },
       { label: `${label}: nodes' CPU per request`, unit: 'ms', values: sideRuns(side).map((r) => nodesMsPerRequest(side, r)) },
       { label: `${label}: requests per group commit`, unit: 'requests', values: sideRuns(side).map(requestsPerGroup) },
+      // A PUT is one record: the records a commit holds are its requests.
+      { label: `${label}: group commits`, unit: 'commits/s', values: sideRuns(side).map((r) => r.rps / requestsPerGroup(r)) },
       { label: `${label}: groups planned again (a key they read changed)`, unit: '%', values: sideRuns(side).map((r) => conflictShare(r) * 100) },
       ...(SIDES[side].store === 'postgres' ? [{ label: `${label}: PostgreSQL transactions per request`, unit: 'transactions', values: sideRuns(side).map(transactionsPerRequest) }] : []),
       ...(SIDES[side].store === 'postgres' ? [{ label: `${label}: PostgreSQL CPU (primary + standby)`, unit: 'cores', values: sideRuns(side).map(pgCores) }] : []),
