@@ -5,6 +5,7 @@
 // in the test's process.
 import { afterEach, expect, it } from 'vitest';
 import { fixture, http, type Fixture } from './fixtures.js';
+import { StatelogClient } from '@statelog/client';
 import { SseClient } from '../support/stream-clients.js';
 import { processSeconds } from '../../bench/shared/cpu-share.js';
 
@@ -88,4 +89,34 @@ it('a long poll behind a head the database no longer has waits for the next writ
   const answered = await poll;
   expect(answered.status).toBe(200);
   expect(answered.body.records.map((record: { key: string }) => record.key)).toEqual(['k5']);
+}, 30_000);
+
+it('a watch following by long poll goes on under the generation its first page began, without a reset', async () => {
+  f = await fixture();
+  const node = await f.spawn();
+  expect((await http(node.url, 'POST', '/v1/records', { records: [{ key: 'k1', value: 1 }, { key: 'k2', value: 2 }] })).status).toBe(200);
+  // The reader holds offsets up to 2, of the log's only generation so far (which no Link names).
+  const page = await http(node.url, 'GET', '/v1/changes?after=0');
+  expect(page.body.next).toBe(2);
+  expect(page.headers.get('link')).not.toContain('gen=');
+
+  // The next write is the first of a new generation (the meta row names another timeline), made
+  // while the reader is away: its first page on resuming is served under the new generation.
+  const db = await f.connect();
+  await db.query(`UPDATE meta SET timeline = 'FFFFFFFF' WHERE id = 1`);
+  expect((await http(node.url, 'PUT', '/v1/keys/k3', { value: 3 })).status).toBe(200);
+
+  const stop = new AbortController();
+  const keys: string[] = [];
+  const watching = (async () => {
+    for await (const event of new StatelogClient({ url: node.url }).watch({ after: 2, follow: 'changes', signal: stop.signal })) {
+      if (event.type === 'record') keys.push(event.record.key);
+      if (keys.includes('k4')) return;
+    }
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect((await http(node.url, 'PUT', '/v1/keys/k4', { value: 4 })).status).toBe(200);
+  await Promise.race([watching, new Promise((_, reject) => setTimeout(() => reject(new Error(`the watch got ${keys.join(', ')}`)), 10_000))]);
+  stop.abort();
+  expect(keys).toEqual(['k3', 'k4']);
 }, 30_000);

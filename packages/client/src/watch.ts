@@ -271,15 +271,22 @@ async function* changesWire<T>({ client, at, prefix, key, signal }: Source): Asy
   // A first page without waiting: the position is accepted (or refused) at once.
   const first = await client.changesPage<T>({ ...from, wait: 0 });
   yield* pageWire(first);
-  for await (const page of client.changesPages<T>({ ...from, after: first.next, wait: 30 })) yield* pageWire(page);
+  // Under the generation the first page was served in: it may have begun a new one.
+  const served = generationOf(first) ?? gen;
+  const next = { ...from, after: first.next, ...(served === undefined ? {} : { gen: served }), wait: 30 };
+  for await (const page of client.changesPages<T>(next)) yield* pageWire(page);
+}
+
+/** The generation a page was served under, as its Link names it for the next request. */
+function generationOf(page: ChangesPage<unknown>): string | undefined {
+  return (page.link === undefined ? null : new URL(page.link, 'http://link.invalid').searchParams.get('gen')) ?? undefined;
 }
 
 function* pageWire<T>(page: ChangesPage<T>): Generator<Wire<T>> {
   yield { kind: 'opened', epoch: page.epoch };
   for (const record of page.records) yield { kind: 'record', record };
-  // The generation the page was served under, as its Link names it for the next request.
-  const gen = page.link === undefined ? null : new URL(page.link, 'http://link.invalid').searchParams.get('gen');
-  yield { kind: 'progress', offset: page.next, ...(gen === null ? {} : { gen }) };
+  const gen = generationOf(page);
+  yield { kind: 'progress', offset: page.next, ...(gen === undefined ? {} : { gen }) };
 }
 
 /** The event stream (GET /v1/changes/stream), with `snapshot=true` when there is no position. */
