@@ -14,6 +14,7 @@ const PAGE_ROWS = 1000;
 const PAGE_CHARS = 64 * 1024;
 /** The contract's bound on the time between progress events. */
 const PROGRESS_INTERVAL_MS = 15_000;
+
 /** In order: `open`, a snapshot's `snapshot-records` and `snapshot-end`, then `records` and `progress` until a `reset`. */
 export type ChangeStreamEvent<Page> =
   | { type: 'open' }

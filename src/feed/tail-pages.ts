@@ -53,6 +53,12 @@ export class SharedPagesBudget {
 export interface RenderedPage<Rendered> {
   page: FeedPage;
   text: Rendered;
+  /**
+   * Nothing past `after` though the node knew a later head as the read began: the database is
+   * behind what the node saw (a failover lost those commits). Never kept for other readers; a
+   * reader waits a little before asking again (RepeatedWaiter.waitAfterEmptyRead).
+   */
+  behind: boolean;
 }
 
 interface SharedPage<Rendered> {
@@ -131,7 +137,11 @@ export class TailPages<Rendered> {
     }
     const readers = [gone];
     const allGone = (): boolean => readers.every((isGone) => isGone?.() === true);
-    const reading = this.window.read(query, allGone).then((page) => ({ page, text: this.render(page.records) }));
+    const reading = this.window.read(query, allGone).then((page) => ({
+      page,
+      text: this.render(page.records),
+      behind: page.records.length === 0 && page.next <= query.after && page.next < position.head,
+    }));
     if (known && this.pages.size >= MAX_PAGES) this.evictOne();
     if (known && this.pages.size < MAX_PAGES) {
       const entry: SharedPage<Rendered> = { reading, readers, asked: 1, bytes: 0 };
@@ -139,9 +149,7 @@ export class TailPages<Rendered> {
       reading.then(
         (read) => {
           entry.readers = null;
-          // Nothing past `after` though the node knows a later head: the database is behind what the
-          // node saw (a failover lost those commits); the next read asks it again.
-          if (read.page.records.length === 0 && read.page.next <= query.after && read.page.next < position.head) this.pages.delete(key);
+          if (read.behind) this.pages.delete(key);
           else this.keep(key, entry, read);
         },
         // A failed read (the database unreachable for a moment) is not kept for the next reader.

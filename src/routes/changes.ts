@@ -80,9 +80,7 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
     try {
       // A client that left while its read waited for its turn is not read for.
       const gone = (): boolean => reply.raw.destroyed || req.raw.socket.destroyed;
-      // The head the node knew as a read began: a read that finds nothing below it is behind.
-      let known = tail.head;
-      let { page, text: rendered } = await readAt(after, gone);
+      let { page, text: rendered, behind } = await readAt(after, gone);
       // Waits while a read from `from` finds nothing new: at the head, or below a head the node
       // knew that the database no longer has (a failover lost its last commits), until a commit
       // passes it. A filtered read that stopped at its scan bound moved on: it answers at once
@@ -98,13 +96,12 @@ export const changesRoutes: FastifyPluginAsyncTypebox<ChangesRouteOptions> = asy
           let from = after;
           while (!lifetime.signal.aborted && Date.now() < deadline) {
             if (change === null) {
-              if (page.next < known) await waiter.waitAfterEmptyRead(deadline);
+              if (behind) await waiter.waitAfterEmptyRead(deadline);
               else if (notifier.head <= page.next) await waiter.wait(deadline);
             }
             if (lifetime.signal.aborted) break;
             from = page.next;
-            known = tail.head;
-            ({ page, text: rendered } = await readAt(from));
+            ({ page, text: rendered, behind } = await readAt(from));
             if (narrowed || !nothingNew(from)) break;
           }
         } finally {
