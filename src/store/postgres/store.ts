@@ -1,14 +1,13 @@
 // The PostgreSQL log store, shared by stateless nodes: offsets in commit order through the
 // meta row's lock, held for the append alone (its flush is waited for outside it, by a barrier
 // that serves many commits: durable-head.ts), and groups planned unlocked where they may be
-// (docs/postgres.md).
+// (write-group.ts; docs/postgres.md).
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { SyncMode } from '../../config.js';
 import { digestHex } from '../../contract/digest.js';
 import { StoreError, storeErrorKind, translate, WriteRoom } from '../store-errors.js';
 import { postgresErrorKinds } from './errors.js';
-import { conditionsOnOwnOffsets, groupKeys, planWrites, type KeyState } from '../write-plan.js';
 import type {
   CountedMeta,
   ChangesPage,
@@ -39,12 +38,10 @@ import { KnownPosition } from './known-position.js';
 import { ReadinessProbe } from './readiness-probe.js';
 import { WRITE_CONNECTIONS, WriteConnections, type SessionState } from './write-connections.js';
 import { migratePostgres } from './migrations.js';
-import { appendParams, readGroup, writeStatement } from './write-group.js';
+import { GroupWriter } from './write-group.js';
 import { PgSnapshot } from './snapshot.js';
 import {
-  APPEND,
   BARRIER,
-  BEGIN_AND_LOCK_SQL,
   CHANGES_SQL,
   COUNTERS_SQL,
   DUE_EXPIRIES_SQL,
@@ -62,8 +59,6 @@ import {
 
 /** How long a node waits for a new connection to the database. */
 const CONNECT_TIMEOUT_MS = 10_000;
-/** Tries of a group planned without the lock before it is applied under it (a hot key keeps changing). */
-const PLANNED_ATTEMPTS = 3;
 
 export interface PgStoreOptions {
   url: string;
@@ -91,6 +86,8 @@ export class PgStore implements LogStore {
   private readonly writes: WriteConnections;
   /** The barriers that make commits durable, one at a time, on a connection of their own. */
   private readonly barriers: WriteConnections;
+  /** Applies each group commit, planned or under the lock (write-group.ts). */
+  private readonly groups: GroupWriter;
   private readonly durable: DurableHead;
   private readonly watch: HeadWatch;
   private readonly probe: ReadinessProbe;
@@ -154,6 +151,13 @@ export class PgStore implements LogStore {
     };
     this.writes = new WriteConnections(writePool, check);
     this.barriers = new WriteConnections(barrierPool, check);
+    this.groups = new GroupWriter({
+      reads: this.pool,
+      writes: this.writes,
+      node: this.node,
+      idempotencyTtlMs: options.idempotencyTtlMs,
+      learnHorizon: (horizon) => this.learn({ head: 0, horizon }, true),
+    });
     this.durable = new DurableHead(options.sync === 'full' ? { run: () => this.barrier(), announce: (head) => this.announce(head) } : undefined);
     for (const pool of [this.pool, this.snapshotPool, writePool, barrierPool]) {
       // An idle pooled connection that breaks must not take the process down,
@@ -395,7 +399,7 @@ export class PgStore implements LogStore {
   async commit(requests: WriteRequest[], now: number, onApplied?: () => void): Promise<WriteResult[]> {
     let results: WriteResult[];
     try {
-      const applied = await this.commitGroup(requests, now);
+      const applied = await this.groups.apply(requests, now);
       onApplied?.();
       await this.durable.cover(applied.head);
       // Others' commits below this group's are durable too.
@@ -410,73 +414,9 @@ export class PgStore implements LogStore {
     return results;
   }
 
-  private async commitGroup(requests: WriteRequest[], now: number): Promise<Applied> {
-    if (!requests.some((request) => request.idempotency) && !conditionsOnOwnOffsets(requests)) {
-      // Planned again from a fresh read while other nodes' writes are what changed its keys: the
-      // locked path holds the meta row, every node's appends with it, across its round trips.
-      for (let attempt = 0; attempt < PLANNED_ATTEMPTS; attempt++) {
-        const results = await this.commitPlanned(requests, now);
-        if (results) return results;
-        this.conflicts += 1;
-      }
-    }
-    return this.commitLocked(requests, now);
-  }
-
-  private conflicts = 0;
-
   /** Planned appends refused because a key they read had changed (each is planned again). */
   get planConflicts(): number {
-    return this.conflicts;
-  }
-
-  private async commitPlanned(requests: WriteRequest[], now: number): Promise<Applied | null> {
-    const { keys, incrKeys } = groupKeys(requests);
-    const read = await readGroup(this.pool, keys, incrKeys, []);
-    const input = { requests, now, idempotencyTtlMs: this.options.idempotencyTtlMs };
-    // Offsets relative to the head at commit, which only the database knows.
-    const relative = planWrites({ ...input, head: 0 }, read.source);
-    // Only refusals: decided on a committed state read after the requests arrived, shown once durable.
-    if (relative.records.length === 0) return { results: relative.results, base: 0, head: maxOffsetRead(read.state) };
-    const verify = { keys, state: read.state };
-    const connection = await this.writes.connect();
-    let appended: { base: number }[];
-    try {
-      appended = (await connection.commits(() => connection.client.query<{ base: number }>(APPEND(appendParams(relative, verify, now, this.node))))).rows;
-    } finally {
-      connection.release();
-    }
-    if (appended.length === 0) return null;
-    const base = appended[0]!.base;
-    // The same inputs give the same decisions (no condition meets a record of the group:
-    // see conditionsOnOwnOffsets): this only puts the real offsets in the answers.
-    const plan = planWrites({ ...input, head: base }, read.source);
-    return { results: plan.results, base, head: plan.head };
-  }
-
-  private async commitLocked(requests: WriteRequest[], now: number): Promise<Applied> {
-    const connection = await this.writes.connect();
-    const { client } = connection;
-    let broken: Error | undefined;
-    try {
-      const locked = (await client.query(BEGIN_AND_LOCK_SQL)) as unknown as pg.QueryResult<{ head: number; horizon: number }>[];
-      const meta = locked[1]!.rows[0]!;
-      const { keys, incrKeys, idempotencyKeys } = groupKeys(requests);
-      const read = await readGroup(client, keys, incrKeys, idempotencyKeys);
-      const plan = planWrites({ requests, head: meta.head, now, idempotencyTtlMs: this.options.idempotencyTtlMs }, read.source);
-      const write = writeStatement(plan, now, this.node);
-      if (write) await client.query(write.text, write.values);
-      await connection.commits(() => client.query('COMMIT'));
-      this.learn({ head: 0, horizon: meta.horizon }, true);
-      return { results: plan.results, base: meta.head, head: plan.head };
-    } catch (err) {
-      // Nothing of the group was committed, unless COMMIT itself went unanswered; a connection that
-      // cannot even roll back is dropped.
-      if (storeErrorKind(err) !== 'outcome_unknown') await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
-      throw err;
-    } finally {
-      connection.release(broken);
-    }
+    return this.groups.planConflicts;
   }
 
   async counters(): Promise<StoreCounters> {
@@ -554,19 +494,6 @@ export class PgStore implements LogStore {
 }
 
 /** A group applied (visible to other transactions) but perhaps not yet durable: offsets (base, head]. */
-interface Applied {
-  results: WriteResult[];
-  base: number;
-  head: number;
-}
-
-/** The highest offset among the state rows read: what a refusal may show. */
-function maxOffsetRead(state: ReadonlyMap<string, KeyState>): number {
-  let max = 0;
-  for (const row of state.values()) if (row.offset > max) max = row.offset;
-  return max;
-}
-
 /** The meta row as one statement reads it. */
 async function readMeta(db: pg.Pool | pg.ClientBase): Promise<LogPosition> {
   return (await db.query<LogPosition>('SELECT head, horizon, epoch, lineage FROM meta WHERE id = 1')).rows[0]!;
